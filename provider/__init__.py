@@ -1,0 +1,1 @@
+"""The provider: a separate process standing in for an external API, owner of the effect log."""

@@ -1,0 +1,35 @@
+"""The provider's side of fault injection.
+
+A request may arrive with an armed hit (header `X-Testbed-Chaos`). When the
+provider reaches that hit's boundary it reports to the controller and holds
+the request until told what to do with it. Without a bus (a provider started
+on its own) requests are never held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from testbed.boundaries import Boundary
+from testbed.bus import Bus, Hit
+from testbed.faults import Release
+
+# If the controller never answers, do what a killed client would leave behind.
+_DEFAULT = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
+
+
+class Holds:
+    def __init__(self, bus: Bus | None) -> None:
+        self._bus = bus
+
+    def at(self, boundary: Boundary, hit: Hit | None) -> Release | None:
+        if self._bus is None or hit is None or hit.boundary != boundary:
+            return None
+        self._bus.report(replace(hit, side="provider"))
+        action = self._bus.await_release(hit.hit)
+        return _DEFAULT[boundary] if action is None else Release(action)
+
+    def done(self, boundary: Boundary, hit: Hit | None) -> None:
+        """The held request's release has been carried out (state is final)."""
+        if self._bus is not None and hit is not None and hit.boundary == boundary:
+            self._bus.acted(hit.hit)

@@ -1,0 +1,34 @@
+"""Run the provider as its own long-lived process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+from redis import Redis
+
+from provider.app import create_app
+from provider.holds import Holds
+from provider.store import Store
+from testbed.bus import Bus
+from testbed.keys import RunKeys
+from testbed.procs import die_with_parent
+
+
+def serve(
+    port: int,
+    db: Path,
+    host: str = "127.0.0.1",
+    bus_url: str | None = None,
+    bus_prefix: str | None = None,
+    parent_pid: int | None = None,
+) -> None:
+    die_with_parent(parent_pid)
+    store = Store(db)
+    bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
+    app = create_app(store, Holds(bus))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools")
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        store.close()

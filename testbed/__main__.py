@@ -1,0 +1,3 @@
+from testbed.cli import main
+
+main()

@@ -1,0 +1,273 @@
+"""The chaos controller (the nemesis).
+
+It consumes the bus: for each hit it checks the plan, then acts as the fault's
+rule says: SIGKILL the work-horse (and, for kill-worker, its worker) by pid,
+confirm with psutil that they are gone, record the kill, and only then tell a
+holding provider what to do with the request. It applies the scenario's
+change to the world, and then *settles* the fault, which lets the op's next
+attempt begin. It never kills a process that is not a work-horse or worker of
+this run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import psutil
+from redis import Redis
+
+from testbed.boundaries import Boundary
+from testbed.bus import Bus, Event, Hit
+from testbed.errors import RunFailure
+from testbed.faults import RULES, Fault, Release, Trigger
+from testbed.keys import CellKeys
+from testbed.plan import Armed, Plan
+from testbed.procs import gone
+from testbed.scenarios import Nemesis, Scenario
+from testbed.services import ProviderAdmin
+from testbed.supervisor import Supervisor
+from testbed.workload import replanned
+
+_CONFIRM_TIMEOUT = 5.0
+
+
+class Recovery(StrEnum):
+    """How a job abandoned by a killed worker comes back."""
+
+    RQ = "rq"  # RQ's own maintenance, after the started-registry entry expires
+    FORCED = "forced"  # the controller expires the dead worker's entries and runs RQ's cleanup
+
+
+@dataclass(slots=True)
+class KillRecord:
+    hit: str
+    op: str
+    attempt: int
+    boundary: str
+    fault: str
+    horse_pid: int
+    worker: str
+    killed_at: float
+    confirmed_ms: float
+    worker_pid: int | None = None
+    replayed_at: float | None = None
+    replayed_by: str = ""
+    replay_pid: int | None = None
+
+    @property
+    def replay_latency_ms(self) -> float | None:
+        return None if self.replayed_at is None else (self.replayed_at - self.killed_at) * 1000
+
+
+@dataclass(slots=True)
+class CellObservations:
+    """What the controller saw during one cell."""
+
+    faults: int = 0
+    kills: list[KillRecord] = field(default_factory=list)
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    anomalies: list[str] = field(default_factory=list)
+
+    def note(self, op: str, kind: str, at: float, **data: Any) -> None:
+        self.history.setdefault(op, []).append({"event": kind, "at": at, **data})
+
+
+@dataclass(slots=True)
+class _Cell:
+    id: str
+    ledger: str
+    plan: Plan
+    scenario: Scenario
+    keys: CellKeys
+    seen: CellObservations = field(default_factory=CellObservations)
+    timeouts: dict[tuple[str, int], Hit] = field(default_factory=dict)  # waiting for the client to give up
+    late: dict[str, Hit] = field(default_factory=dict)  # waiting for the next attempt's first answer
+
+
+class Controller:
+    def __init__(
+        self,
+        bus: Bus,
+        redis: Redis,
+        supervisor: Supervisor,
+        admin: ProviderAdmin,
+        queue: str,
+        recovery: Recovery = Recovery.FORCED,
+    ) -> None:
+        self._bus = bus
+        self._redis = redis
+        self._supervisor = supervisor
+        self._admin = admin
+        self._queue = queue
+        self._recovery = recovery
+        self._cell: _Cell | None = None
+
+    def begin(self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys) -> None:
+        self._cell = _Cell(cell_id, ledger, plan, scenario, keys)
+
+    def handle(self, message: Hit | Event) -> None:
+        if isinstance(message, Hit):
+            self._on_hit(message)
+        else:
+            self._on_event(message)
+
+    def finish(self) -> CellObservations:
+        """The cell's jobs are all over: let go of whatever is still held."""
+        cell = self._current()
+        for hit in [*cell.timeouts.values(), *cell.late.values()]:
+            self._release(hit)
+        self._cell = None
+        return cell.seen
+
+    # -- hits ----------------------------------------------------------------
+
+    def _on_hit(self, hit: Hit) -> None:
+        cell = self._current()
+        armed = self._armed(cell, hit)
+        if armed is None:
+            cell.seen.anomalies.append(f"unplanned hit {hit.hit} from pid {hit.pid}; released untouched")
+            if hit.side == "provider":
+                self._release(hit)
+            return
+        rule = RULES[armed.fault]
+        cell.seen.faults += 1
+        cell.seen.note(hit.op, "hit", hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid)
+        if rule.kills_horse:
+            self._kill(cell, hit, whole_worker=rule.kills_worker)
+            if hit.side == "provider":
+                self._release(hit)
+            self._settle(cell, hit)
+        elif rule.trigger is Trigger.CLIENT_TIMED_OUT:
+            cell.timeouts[(hit.op, hit.attempt)] = hit
+        else:
+            cell.late[hit.op] = hit
+            self._settle(cell, hit)
+
+    def _armed(self, cell: _Cell, hit: Hit) -> Armed | None:
+        parts = hit.hit.split(":")
+        if hit.cell != cell.id or len(parts) != 4 or not parts[1].isdigit():
+            return None
+        for armed in cell.plan.armed(int(parts[1])):
+            if armed.attempt == hit.attempt and armed.boundary == hit.boundary and armed.fault == hit.fault:
+                return armed
+        return None
+
+    def _kill(self, cell: _Cell, hit: Hit, whole_worker: bool) -> None:
+        owner = self._supervisor.owner_of(hit.pid)
+        if owner is None:
+            raise RunFailure(f"refusing to kill pid {hit.pid}: not a work-horse of this run's workers")
+        victims = [owner.pid, hit.pid] if whole_worker else [hit.pid]
+        killed_at = time.time()
+        for pid in victims:  # the worker first, so it cannot requeue the job itself
+            try:
+                psutil.Process(pid).kill()
+            except psutil.NoSuchProcess:
+                cell.seen.anomalies.append(f"pid {pid} was already gone at {hit.hit}")
+        deadline = time.monotonic() + _CONFIRM_TIMEOUT
+        while not all(gone(pid) for pid in victims):
+            if time.monotonic() > deadline:
+                raise RunFailure(f"pid(s) {victims} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
+            time.sleep(0.001)
+        confirmed_ms = (time.time() - killed_at) * 1000
+        record = KillRecord(
+            hit.hit, hit.op, hit.attempt, hit.boundary, hit.fault, hit.pid, owner.name, killed_at, confirmed_ms
+        )
+        cell.seen.note(
+            hit.op, "killed", killed_at, attempt=hit.attempt, pids=victims, confirmedMs=round(confirmed_ms, 2)
+        )
+        if whole_worker:
+            record.worker_pid = owner.pid
+            owner.killed = True
+            fresh = self._supervisor.replace(owner)
+            cell.seen.note(hit.op, "worker-restarted", time.time(), dead=owner.name, fresh=fresh.name)
+            if self._recovery is Recovery.FORCED:
+                requeued = force_recovery(self._redis, self._queue, owner.name)
+                cell.seen.note(hit.op, "recovered", time.time(), mode="forced", jobs=requeued)
+        cell.seen.kills.append(record)
+
+    def _release(self, hit: Hit) -> None:
+        """Tell the holding provider what to do, and wait until it has done it."""
+        fault = Fault(hit.fault)
+        action = RULES[fault].release.get(Boundary(hit.boundary), Release.DROP)
+        self._bus.release(hit.hit, action)
+        if not self._bus.await_acted(hit.hit):
+            raise RunFailure(f"provider did not carry out {action} for {hit.hit}")
+
+    def _settle(self, cell: _Cell, hit: Hit) -> None:
+        self._nemesis(cell, hit.op)
+        self._bus.settle(hit.hit)
+
+    def _nemesis(self, cell: _Cell, op: str) -> None:
+        nemesis = cell.scenario.nemesis
+        if nemesis is Nemesis.CHANGE_PAYLOAD:
+            intent = json.loads(self._redis.hget(cell.keys.ops, op))
+            intent["payload"] = replanned(intent["payload"])
+            self._redis.hset(cell.keys.ops, op, json.dumps(intent))
+        elif nemesis is Nemesis.EXPIRE_KEYS:
+            self._admin.advance_clock(cell.ledger, cell.scenario.contract.retention_seconds + 1)
+        elif nemesis is Nemesis.WITHDRAW:
+            self._admin.withdraw(cell.ledger, op)
+        if nemesis is not None:
+            cell.seen.note(op, "nemesis", time.time(), action=nemesis.value)
+
+    # -- events --------------------------------------------------------------
+
+    def _on_event(self, event: Event) -> None:
+        cell = self._current()
+        if event.cell != cell.id:
+            return
+        data = {"attempt": event.attempt, "pid": event.pid, "worker": event.worker, **event.data}
+        cell.seen.note(event.op, event.kind, event.ts, **data)
+        if event.kind == "attempt-start":
+            for record in cell.seen.kills:
+                if record.op == event.op and record.attempt < event.attempt and record.replayed_at is None:
+                    record.replayed_at, record.replayed_by, record.replay_pid = event.ts, event.worker, event.pid
+        elif event.kind == "call-timeout":
+            hit = cell.timeouts.pop((event.op, event.attempt), None)
+            if hit is not None:
+                self._release(hit)
+                self._settle(cell, hit)
+        elif event.kind in ("contact", "attempt-end"):
+            late = cell.late.get(event.op)
+            if late is not None and event.attempt > late.attempt:
+                del cell.late[event.op]
+                self._release(late)
+
+    def _current(self) -> _Cell:
+        if self._cell is None:
+            raise RunFailure("bus message outside a cell")
+        return self._cell
+
+
+def force_recovery(redis: Redis, queue_name: str, dead_worker: str) -> list[str]:
+    """Requeue the jobs a dead worker left `started`, through RQ's own cleanup.
+
+    Only that worker's entries are expired (scored in the past), and cleanup
+    is asked to act on entries up to that score only: a live worker's entry is
+    never touched, which would run its job twice at once.
+    """
+    from rq import Queue
+    from rq.executions import Execution
+    from rq.registry import StartedJobRegistry
+
+    registry = StartedJobRegistry(queue=Queue(queue_name, connection=redis))
+    mine = []
+    for job_id, execution_id in registry.get_job_and_execution_ids(cleanup=False):
+        try:
+            execution = Execution.fetch(execution_id, job_id, redis)
+        except ValueError:
+            continue
+        if execution.worker_name == dead_worker:
+            mine.append(execution.composite_key)
+    if mine:
+        redis.zadd(registry.key, dict.fromkeys(mine, 1), xx=True)
+        registry.cleanup(timestamp=1)
+    return [key.rsplit(":", 1)[0] for key in mine]
+
+
+def kill_summary(records: list[KillRecord]) -> list[dict[str, Any]]:
+    return [{**asdict(r), "replayLatencyMs": r.replay_latency_ms} for r in records]

@@ -1,0 +1,244 @@
+"""The expectations model: what each cell must show, predicted without I/O.
+
+Every op is simulated on its own: the strategy's real flow (`workers.flow`)
+runs against an abstract provider built from the provider's pure contract,
+faults strike where the plan arms them and act as `testbed.faults` says, and
+the nemesis changes the world between attempts as the scenario says. The
+per-op facts then go through the same checker as a real run's facts, so a
+difference between prediction and observation is a difference in behaviour,
+never in bookkeeping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from provider.contract import (
+    Contract,
+    Decision,
+    EffectRow,
+    StoredKey,
+    decide,
+    declines,
+    fingerprint,
+    listed,
+    lookup_status,
+)
+from testbed.boundaries import Boundary
+from testbed.checker import OpFacts, Tally
+from testbed.faults import RULES, Fault, Release
+from testbed.matrix import Cell
+from testbed.plan import Armed, Plan
+from testbed.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
+from testbed.workload import make_op, replanned
+from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt, drive
+from workers.strategies import STRATEGIES, KeyMode, Lookup, Marker, Reply, Seen, Strategy
+
+# Enough pauses for any answer the abstract provider can give twice.
+_WAITS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    tally: Tally
+    kills: int
+    faults: int
+    # Fields whose value depends on timing (how often a worker polls a request
+    # still in flight); they are reported, not compared.
+    inexact: frozenset[str] = frozenset()
+
+
+def inexact_fields(fault: Fault) -> frozenset[str]:
+    return frozenset({"requests", "lookups"}) if fault is Fault.LATE else frozenset()
+
+
+def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
+    scenario = SCENARIOS[cell.scenario]
+    strategy = STRATEGIES[cell.strategy]
+    tally = Tally()
+    kills = faults = 0
+    for seq in range(1, ops + 1):
+        facts, op_kills, op_faults = simulate_op(seq, plan.armed(seq), strategy, scenario, retries)
+        tally.add([facts])
+        kills += op_kills
+        faults += op_faults
+    return Prediction(tally, kills, faults, inexact_fields(cell.fault))
+
+
+class _Hit(Exception):
+    def __init__(self, armed: Armed) -> None:
+        self.armed = armed
+
+
+@dataclass(slots=True)
+class _Provider:
+    """What the provider knows about one reference."""
+
+    contract: Contract
+    clock: float = 0.0
+    effects: list[EffectRow] = field(default_factory=list)
+    keys: dict[str, StoredKey] = field(default_factory=dict)
+    keys_in_flight: set[str] = field(default_factory=set)
+    in_flight: int = 0
+    declined: int = 0
+    sends: int = 0
+    lookups: int = 0
+
+    def admit(self, key: str | None, fp: str) -> Reply | None:
+        self.sends += 1
+        stored = self.keys.get(key) if key and self.contract.dedup else None
+        decision = decide(self.contract, key, stored, key in self.keys_in_flight, fp, self.clock)
+        if decision is Decision.APPLY:
+            if key and self.contract.dedup:
+                self.keys_in_flight.add(key)
+            self.in_flight += 1
+            return None
+        if decision is Decision.REPLAY:
+            assert stored is not None
+            return Reply(stored.status, str(stored.response.get("id", "")), replayed=True)
+        return Reply(422 if decision is Decision.CONFLICT else 409)
+
+    def apply(self, key: str | None, fp: str, payload: dict[str, Any]) -> Reply:
+        if declines(self.contract, payload):
+            self.declined += 1
+            reply = Reply(402)
+        else:
+            self.effects.append(EffectRow(len(self.effects) + 1, fp, self.clock, False))
+            reply = Reply(201, f"eff_{len(self.effects)}")
+        if key and self.contract.dedup:
+            self.keys[key] = StoredKey(fp, reply.status, {"id": reply.receipt}, self.clock)
+        self.drop(key)
+        return reply
+
+    def drop(self, key: str | None) -> None:
+        self.keys_in_flight.discard(key or "")
+        self.in_flight -= 1
+
+    def read(self, path: ReadPath, fp: str) -> Lookup:
+        self.lookups += 1
+        if path is ReadPath.LISTING:
+            rows = [e for e in self.effects if listed(e, self.contract, self.clock)]
+            return Lookup(Seen.FOUND, f"eff_{rows[-1].id}", rows[-1].fingerprint == fp) if rows else Lookup(Seen.EMPTY)
+        if not self.contract.single_lookup:
+            return Lookup(Seen.UNKNOWN)
+        status, effect = lookup_status(self.effects, self.in_flight > 0)
+        if status == 200 and effect is not None:
+            return Lookup(Seen.FOUND, f"eff_{effect.id}", effect.fingerprint == fp)
+        return Lookup({404: Seen.ABSENT, 410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}[status])
+
+
+@dataclass(slots=True)
+class _Late:
+    key: str | None
+    fp: str
+    body: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Op:
+    """One op across its attempts: the local marker, the current payload, a held late request."""
+
+    id: str
+    strategy: Strategy
+    scenario: Scenario
+    provider: _Provider
+    payload: dict[str, Any]
+    marker: Marker | None = None
+    late: _Late | None = None
+
+    def attempt(self, number: int, fault: Armed | None) -> Result:
+        """Run one attempt; raises _Hit where the fault strikes."""
+        body = {"reference": self.id, **self.payload}
+        fp = fingerprint(body)
+        key = {KeyMode.NONE: None, KeyMode.STABLE: self.id, KeyMode.FRESH: f"{self.id}#{number}"}[self.strategy.key]
+        provider = self.provider
+        contacted = False
+
+        def answered(value: Any) -> Any:
+            # The controller lets a late request land once the next attempt got its first answer.
+            nonlocal contacted
+            if not contacted:
+                self.release_late()
+            contacted = True
+            return value
+
+        def do(step: object) -> Any:
+            if isinstance(step, At):
+                if fault is not None and fault.boundary is step.boundary and not step.boundary.on_provider:
+                    raise _Hit(fault)
+            elif isinstance(step, ReadMarker):
+                return self.marker
+            elif isinstance(step, WriteMarker):
+                self.marker = step.marker
+            elif isinstance(step, Send):
+                early = provider.admit(key, fp)
+                if early is not None:
+                    return answered(early)
+                if fault is not None and fault.boundary is Boundary.BEFORE_EFFECT:
+                    if RULES[fault.fault].release[Boundary.BEFORE_EFFECT] is Release.APPLY:
+                        self.late = _Late(key, fp, body)
+                    else:
+                        provider.drop(key)
+                    raise _Hit(fault)
+                reply = provider.apply(key, fp, body)
+                if fault is not None and fault.boundary is Boundary.AFTER_EFFECT:
+                    raise _Hit(fault)
+                return answered(reply)
+            elif isinstance(step, AskProvider):
+                return answered(provider.read(self.scenario.read_path, fp))
+            return None
+
+        return drive(attempt(self.strategy, _WAITS), do)
+
+    def release_late(self) -> None:
+        if self.late is not None:
+            self.provider.apply(self.late.key, self.late.fp, self.late.body)
+            self.late = None
+
+    def nemesis(self) -> None:
+        """What the scenario changes after a fault, before the next attempt."""
+        nemesis = self.scenario.nemesis
+        if nemesis is Nemesis.CHANGE_PAYLOAD:
+            self.payload = replanned(self.payload)
+        elif nemesis is Nemesis.EXPIRE_KEYS:
+            self.provider.clock += self.provider.contract.retention_seconds + 1
+        elif nemesis is Nemesis.WITHDRAW:
+            self.provider.effects = [EffectRow(e.id, e.fingerprint, e.applied_at, True) for e in self.provider.effects]
+
+
+def simulate_op(
+    seq: int, armed: tuple[Armed, ...], strategy: Strategy, scenario: Scenario, retries: int
+) -> tuple[OpFacts, int, int]:
+    """One op through all its attempts: (facts, kills, faults)."""
+    made = make_op(seq, 0, declined=scenario.declines_faulted_ops and bool(armed))
+    op = _Op(made.id, strategy, scenario, _Provider(scenario.contract), made.payload)
+    by_attempt = {a.attempt: a for a in armed}
+    kills = faults = attempts = 0
+    result: Result | None = None
+    for number in range(1, retries + 2):
+        attempts = number
+        try:
+            result = op.attempt(number, by_attempt.get(number))
+        except _Hit as hit:
+            faults += 1
+            kills += RULES[hit.armed.fault].kills_horse
+            op.nemesis()
+            continue
+        break
+    op.release_late()  # the job is over: the controller releases what it still holds
+    provider = op.provider
+    facts = OpFacts(
+        op=made.id,
+        intent=made.intent,
+        attempts=attempts,
+        effects=len(provider.effects),
+        withdrawn=sum(e.withdrawn for e in provider.effects),
+        declined=provider.declined,
+        sends=provider.sends,
+        lookups=provider.lookups,
+        outcome=None if result is None else result.outcome,
+        detail="" if result is None else result.detail,
+        job_failed=result is None,
+    )
+    return facts, kills, faults

@@ -1,0 +1,95 @@
+"""What each fault does, as a table the controller, the provider hook and the
+expectations model all read.
+
+A fault is armed on one (op, attempt, boundary). When the attempt reaches the
+boundary, the party holding it (work-horse or provider) reports a *hit* and
+waits. The controller then acts, and tells a holding provider what to do with
+the request (`Release`). The *settle* point is when the controller lets the
+op's next attempt begin: kills settle once the death is confirmed and
+recorded; a late completion settles at once, because the whole point is that
+the retry overlaps the first request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from testbed.boundaries import ORDER, PROVIDER_SIDE, Boundary
+from testbed.choices import pick
+
+
+class Fault(StrEnum):
+    KILL = "kill"
+    KILL_WORKER = "kill-worker"
+    TIMEOUT = "timeout"
+    LATE = "late"
+
+
+class Release(StrEnum):
+    """What a provider holding a request does once the controller lets it go."""
+
+    DROP = "drop"  # forget the request: no effect, nothing sent
+    APPLY = "apply"  # apply it now (after the client gave up)
+    RESPOND = "respond"  # the effect is applied; answer (to a client that is gone)
+
+
+class Trigger(StrEnum):
+    """When the controller releases a held request."""
+
+    KILLED = "killed"  # the holder's work-horse is confirmed dead
+    CLIENT_TIMED_OUT = "client-timed-out"  # the worker reported its call timed out
+    NEXT_CONTACT = "next-contact"  # the op's next attempt got its first answer, or ended
+
+
+class Settle(StrEnum):
+    """When the op's next attempt may start."""
+
+    AT_HIT = "at-hit"
+    AT_RELEASE = "at-release"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    boundaries: tuple[Boundary, ...]
+    kills_horse: bool
+    kills_worker: bool
+    trigger: Trigger
+    settle: Settle
+    # What the provider does with a held request, per provider-side boundary.
+    release: dict[Boundary, Release]
+
+
+_KILL_RELEASE = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
+
+RULES: dict[Fault, FaultRule] = {
+    Fault.KILL: FaultRule(ORDER, True, False, Trigger.KILLED, Settle.AT_RELEASE, _KILL_RELEASE),
+    Fault.KILL_WORKER: FaultRule(ORDER, True, True, Trigger.KILLED, Settle.AT_RELEASE, _KILL_RELEASE),
+    Fault.TIMEOUT: FaultRule(
+        tuple(b for b in ORDER if b in PROVIDER_SIDE),
+        False,
+        False,
+        Trigger.CLIENT_TIMED_OUT,
+        Settle.AT_RELEASE,
+        _KILL_RELEASE,
+    ),
+    Fault.LATE: FaultRule(
+        (Boundary.BEFORE_EFFECT,),
+        False,
+        False,
+        Trigger.NEXT_CONTACT,
+        Settle.AT_HIT,
+        {Boundary.BEFORE_EFFECT: Release.APPLY},
+    ),
+}
+
+
+def parse_fault(text: str) -> Fault:
+    return pick("fault", text, {f.value: f for f in Fault})
+
+
+def check_applies(fault: Fault, boundary: Boundary) -> None:
+    rule = RULES[fault]
+    if boundary not in rule.boundaries:
+        where = ", ".join(rule.boundaries)
+        raise ValueError(f"fault {fault} cannot be injected at {boundary} (only at {where})")

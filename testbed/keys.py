@@ -1,0 +1,90 @@
+"""Every Redis key a run writes, under the run's own prefix.
+
+RQ's keys get the prefix too (`RQ_KEY_PREFIX`, set before rq is imported), so
+a run on a shared Redis writes nothing outside `testbed:<run-id>:`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+QUEUE = "ops"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def run_prefix(run_id: str) -> str:
+    return f"testbed:{run_id}"
+
+
+def rq_prefix(prefix: str) -> str:
+    return f"{prefix}:rq"
+
+
+@dataclass(frozen=True, slots=True)
+class RunKeys:
+    prefix: str
+
+    @property
+    def bus(self) -> str:
+        """Hits and watched-op events, consumed by the chaos controller."""
+        return f"{self.prefix}:bus"
+
+    def release(self, hit: str) -> str:
+        return f"{self.prefix}:release:{hit}"
+
+    def settled(self, hit: str) -> str:
+        """The controller is done with this fault: the op's next attempt may start."""
+        return f"{self.prefix}:settled:{hit}"
+
+    def reported(self, hit: str) -> str:
+        return f"{self.prefix}:reported:{hit}"
+
+    def acted(self, hit: str) -> str:
+        """A holding provider has carried out its release."""
+        return f"{self.prefix}:acted:{hit}"
+
+    def cell(self, cell: str) -> CellKeys:
+        return CellKeys(f"{self.prefix}:cell:{cell}")
+
+    @property
+    def pattern(self) -> str:
+        return f"{self.prefix}:*"
+
+
+@dataclass(frozen=True, slots=True)
+class CellKeys:
+    base: str
+
+    @property
+    def ops(self) -> str:
+        """op id -> the persisted intent (identity, logical action, payload)."""
+        return f"{self.base}:ops"
+
+    @property
+    def plan(self) -> str:
+        """op id -> the faults armed on its attempts."""
+        return f"{self.base}:plan"
+
+    @property
+    def ledger(self) -> str:
+        """op id -> the application's local marker."""
+        return f"{self.base}:ledger"
+
+    @property
+    def outcomes(self) -> str:
+        """op id -> what the last finished attempt concluded."""
+        return f"{self.base}:outcomes"
+
+    @property
+    def attempts(self) -> str:
+        return f"{self.base}:attempts"
+
+    @property
+    def ended(self) -> str:
+        """Count of jobs whose handler returned."""
+        return f"{self.base}:ended"

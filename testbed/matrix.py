@@ -1,0 +1,60 @@
+"""Cells: one (strategy, boundary, fault, scenario) each, and the matrices made of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from testbed.boundaries import Boundary, boundary_label
+from testbed.faults import RULES, Fault
+from testbed.scenarios import SCENARIOS
+from workers.strategies import ARTICLE_STRATEGIES
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    strategy: str
+    boundary: Boundary | None  # None: the control, no fault armed
+    fault: Fault = Fault.KILL
+    scenario: str = "none"
+
+    @property
+    def label(self) -> str:
+        where = boundary_label(self.boundary)
+        extra = "" if self.scenario == "none" else f", {self.scenario}"
+        fault = "" if self.boundary is None else f" ({self.fault}{extra})"
+        return f"{self.strategy} @ {where}{fault}"
+
+
+def grid(
+    strategies: Iterable[str],
+    boundaries: Iterable[Boundary | None],
+    faults: Iterable[Fault],
+    scenarios: Iterable[str],
+) -> list[Cell]:
+    """Every combination where the fault can happen at the boundary; the
+    control column (no fault) once per strategy and scenario."""
+    cells: list[Cell] = []
+    for scenario in scenarios:
+        for fault in faults:
+            for boundary in boundaries:
+                if boundary is not None and boundary not in RULES[fault].boundaries:
+                    continue
+                for strategy in strategies:
+                    cell = Cell(strategy, boundary, Fault.KILL if boundary is None else fault, scenario)
+                    if cell not in cells:
+                        cells.append(cell)
+    return cells
+
+
+def article() -> list[Cell]:
+    """The article's 12 cells: 4 strategies x none / before-effect / after-effect."""
+    return grid(ARTICLE_STRATEGIES, (None, Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT), (Fault.KILL,), ("none",))
+
+
+def full() -> list[Cell]:
+    """Every meaningful cell: each scenario at the boundaries and faults where it says something."""
+    cells = grid(SCENARIOS["none"].strategies, (None,), (Fault.KILL,), ("none",))
+    for scenario in SCENARIOS.values():
+        cells += grid(scenario.strategies, scenario.boundaries, scenario.faults, (scenario.name,))
+    return cells

@@ -1,0 +1,114 @@
+"""Starting and stopping the processes of a run, so that none outlives it.
+
+Children run in their own sessions (a Ctrl-C in the terminal reaches only the
+testbed, which then stops them in order) and ask the kernel to SIGKILL them
+if the testbed itself dies without cleaning up (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Linux only: be SIGKILLed when the process that started us dies."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the request took hold
+        os._exit(1)
+
+
+def spawn(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a child that dies with us. Non-Python programs go through this
+    module's exec wrapper so the death signal is set before they start."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def guarded(argv: Sequence[str]) -> list[str]:
+    """argv wrapped so that it is SIGKILLed if this process dies first."""
+    return [sys.executable, "-m", "testbed.procs", str(os.getpid()), *argv]
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    stop_all([proc], grace)
+
+
+def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL what is still running after `grace`; the
+    processes' own children (work-horses) go too."""
+    running = [p for p in procs if p.poll() is None]
+    family: list[psutil.Process] = []
+    for proc in running:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family += psutil.Process(proc.pid).children(recursive=True)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in running:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+    kill_all(family)
+
+
+def kill_all(procs: list[psutil.Process], timeout: float = 5.0) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(procs, timeout=timeout)
+
+
+def gone(pid: int) -> bool:
+    """Dead, or a zombie waiting to be reaped."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+if __name__ == "__main__":
+    # Exec wrapper: `python -m testbed.procs <parent-pid> program args...`
+    die_with_parent(int(sys.argv[1]))
+    os.execvp(sys.argv[2], sys.argv[2:])

@@ -1,0 +1,73 @@
+"""What a run prints and stores: the article-style tables and results.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testbed.boundaries import NONE, ORDER, boundary_label
+from testbed.scenarios import SCENARIOS
+from testbed.scorecard import Row
+from workers.strategies import STRATEGIES
+
+LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider; ! differs from expectation"
+
+
+def cell_text(row: Row) -> str:
+    c = row.counts
+    text = f"{c.effects} / {c.missing_operations}"
+    marks = [f"{n}{m}" for n, m in ((c.unresolved, "u"), (c.conflicts, "c"), (c.failed_by_provider, "f")) if n]
+    if marks:
+        text += f" ({' '.join(marks)})"
+    return text if row.passed else text + " !"
+
+
+def tables(rows: Sequence[Row], ops_note: str) -> str:
+    """One table per (scenario, fault): strategies x boundaries, `effects / missing`."""
+    return "\n\n".join([f"effects / missing; {ops_note}", *_tables(rows)])
+
+
+def _tables(rows: Sequence[Row]) -> list[str]:
+    controls = [r for r in rows if r.cell.boundary is None]
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        if row.cell.boundary is not None:
+            groups.setdefault((row.cell.scenario, row.cell.fault.value), []).append(row)
+    if not groups and controls:
+        groups[("none", "kill")] = []
+    out = []
+    for (scenario, fault), group in groups.items():
+        members = group + [r for r in controls if r.cell.scenario == scenario]
+        columns = [NONE] if any(r.cell.boundary is None for r in members) else []
+        columns += [b.value for b in ORDER if any(r.cell.boundary is b for r in members)]
+        strategies = [s for s in STRATEGIES if any(r.cell.strategy == s for r in members)]
+        by_key = {(r.cell.strategy, boundary_label(r.cell.boundary)): r for r in members}
+        title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {SCENARIOS[scenario].summary}"
+        grid = [["strategy", *columns]]
+        for strategy in strategies:
+            cells = [by_key.get((strategy, column)) for column in columns]
+            grid.append([strategy, *(cell_text(r) if r else "-" for r in cells)])
+        widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
+        lines = ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
+        out.append("\n".join([title, *lines]))
+    return out
+
+
+def differences(rows: Sequence[Row]) -> str:
+    lines = []
+    for row in rows:
+        if not row.passed:
+            details = "; ".join([str(d) for d in row.differences] + row.anomalies)
+            lines.append(f"DIFFERS  {row.cell.label}: {details}")
+    return "\n".join(lines)
+
+
+def write_results(path: Path, meta: dict[str, Any], rows: Sequence[Row]) -> None:
+    document = {**meta, "verdict": "pass" if all(r.passed for r in rows) else "fail"}
+    document["rows"] = [r.to_json() for r in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,102 @@
+"""Provider scenarios: the contract the provider runs under, how the workload
+and the worker's read path are set up, and what the nemesis does to the
+world between a fault and the op's next attempt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from provider.contract import Contract
+from testbed.boundaries import ORDER, Boundary
+from testbed.choices import pick
+from testbed.faults import Fault
+from workers.strategies import STRATEGIES
+
+# The naive reader differs from the careful one only where a read can say
+# something other than "found" or "never existed"; elsewhere it adds nothing.
+_CAREFUL = tuple(name for name in STRATEGIES if name != "naive-reconcile")
+_ALL = tuple(STRATEGIES)
+
+DECLINE_DOMAIN = "declined.example"
+# Far beyond any run: the listing never catches up within it.
+LISTING_LAG_SECONDS = 3600.0
+
+
+class Nemesis(StrEnum):
+    """What the controller changes after a fault, before the retry may start."""
+
+    CHANGE_PAYLOAD = "change-payload"  # the planner re-plans the op with other arguments, same identity
+    EXPIRE_KEYS = "expire-keys"  # the provider clock moves past the key retention window
+    WITHDRAW = "withdraw"  # the effect of the killed attempt is withdrawn at the provider
+
+
+class ReadPath(StrEnum):
+    LOOKUP = "lookup"  # GET by reference: strongly consistent
+    LISTING = "listing"  # a listing filtered by reference: lags, omits withdrawn effects
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    summary: str
+    contract: Contract = field(default_factory=Contract)
+    read_path: ReadPath = ReadPath.LOOKUP
+    nemesis: Nemesis | None = None
+    declines_faulted_ops: bool = False
+    # Where the scenario says something, for `--matrix full`.
+    boundaries: tuple[Boundary, ...] = (Boundary.AFTER_EFFECT,)
+    faults: tuple[Fault, ...] = (Fault.KILL,)
+    strategies: tuple[str, ...] = _CAREFUL
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "none",
+            "the default contract: deduplication on, 24 h key retention, strongly consistent lookup",
+            boundaries=ORDER,
+            faults=(Fault.KILL, Fault.TIMEOUT, Fault.LATE),
+        ),
+        Scenario(
+            "payload-changed",
+            "the retry carries a changed payload under the same identity",
+            nemesis=Nemesis.CHANGE_PAYLOAD,
+        ),
+        Scenario(
+            "key-expired",
+            "the retry arrives after the key's retention window",
+            nemesis=Nemesis.EXPIRE_KEYS,
+        ),
+        Scenario(
+            "lagging-listing",
+            "no lookup by reference; the listing lags behind the log",
+            contract=Contract(single_lookup=False, listing_lag_seconds=LISTING_LAG_SECONDS),
+            read_path=ReadPath.LISTING,
+            boundaries=(Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT),
+            strategies=_ALL,
+        ),
+        Scenario(
+            "withdrawn",
+            "the killed attempt's effect is withdrawn before the retry (lookup says 410)",
+            nemesis=Nemesis.WITHDRAW,
+            strategies=_ALL,
+        ),
+        Scenario(
+            "stored-error",
+            "the provider declines the faulted ops with a permanent 402, stored under the key",
+            contract=Contract(decline_domain=DECLINE_DOMAIN),
+            declines_faulted_ops=True,
+        ),
+        Scenario(
+            "no-dedup",
+            "the provider ignores Idempotency-Key",
+            contract=Contract(dedup=False),
+        ),
+    )
+}
+
+
+def parse_scenario(name: str) -> Scenario:
+    return pick("scenario", name, SCENARIOS)

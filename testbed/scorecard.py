@@ -1,0 +1,137 @@
+"""A scorecard row: the observed counts next to the expected ones, and the verdict."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.boundaries import boundary_label
+from testbed.checker import COUNT_FIELDS, Counts, HeldOp
+from testbed.expectations import Prediction
+from testbed.matrix import Cell
+
+# The article's row fields first, in its order.
+ARTICLE_FIELDS = (
+    "strategy",
+    "boundary",
+    "injected",
+    "intended",
+    "requests",
+    "kills",
+    "effects",
+    "duplicateEffects",
+    "missingOperations",
+    "skippedWithoutEffect",
+)
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    field: str
+    expected: int
+    observed: int
+
+    def __str__(self) -> str:
+        return f"{camel(self.field)} expected {self.expected}, observed {self.observed}"
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What a cell must show: the model's prediction, possibly overridden by the user."""
+
+    counts: dict[str, int]
+    inexact: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_prediction(cls, prediction: Prediction) -> Expected:
+        counts = {name: getattr(prediction.tally.counts, name) for name in COUNT_FIELDS}
+        counts |= {"kills": prediction.kills, "faults": prediction.faults}
+        return cls(counts, prediction.inexact)
+
+    def override(self, values: dict[str, int]) -> Expected:
+        return Expected(self.counts | values, self.inexact - set(values))
+
+
+def compare(expected: Expected, observed: dict[str, int]) -> list[Difference]:
+    return [
+        Difference(name, value, observed[name])
+        for name, value in expected.counts.items()
+        if name not in expected.inexact and observed[name] != value
+    ]
+
+
+def latency_stats(values_ms: list[float]) -> dict[str, float] | None:
+    if not values_ms:
+        return None
+    ordered = sorted(values_ms)
+    p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]  # nearest rank
+    return {
+        "min": round(ordered[0], 2),
+        "median": round(statistics.median(ordered), 2),
+        "p99": round(p99, 2),
+        "max": round(ordered[-1], 2),
+    }
+
+
+@dataclass(slots=True)
+class Row:
+    cell: Cell
+    counts: Counts
+    kills: int
+    faults: int
+    workers: int
+    wall_seconds: float
+    expected: Expected
+    held: list[HeldOp] = field(default_factory=list)
+    replay_latency_ms: dict[str, float] | None = None
+    anomalies: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def observed(self) -> dict[str, int]:
+        counts = {name: getattr(self.counts, name) for name in COUNT_FIELDS}
+        return counts | {"kills": self.kills, "faults": self.faults}
+
+    @property
+    def differences(self) -> list[Difference]:
+        return compare(self.expected, self.observed)
+
+    @property
+    def passed(self) -> bool:
+        return not self.differences and not self.anomalies
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.counts
+        row: dict[str, Any] = {
+            "strategy": self.cell.strategy,
+            "boundary": boundary_label(self.cell.boundary),
+            "injected": self.cell.boundary is not None,
+            "intended": c.intended,
+            "requests": c.requests,
+            "kills": self.kills,
+            "effects": c.effects,
+            "duplicateEffects": c.duplicate_effects,
+            "missingOperations": c.missing_operations,
+            "skippedWithoutEffect": c.skipped_without_effect,
+            "fault": self.cell.fault.value if self.cell.boundary is not None else "none",
+            "scenario": self.cell.scenario,
+            "workers": self.workers,
+            "faults": self.faults,
+        }
+        for name in COUNT_FIELDS:
+            row.setdefault(camel(name), getattr(c, name))
+        row["replayLatencyMs"] = self.replay_latency_ms
+        row["wallSeconds"] = round(self.wall_seconds, 3)
+        row["expected"] = {camel(k): v for k, v in self.expected.counts.items() if k not in self.expected.inexact}
+        row["verdict"] = "pass" if self.passed else "fail"
+        row["differences"] = [str(d) for d in self.differences] + self.anomalies
+        row["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in self.held]
+        row.update(self.extra)
+        return row

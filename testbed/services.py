@@ -1,0 +1,83 @@
+"""The provider process as the run sees it: started, reached over HTTP, stopped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+
+from provider.contract import Contract
+from testbed.errors import SetupError
+from testbed.procs import free_port, spawn, stop
+
+
+class ProviderProcess:
+    def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0) -> None:
+        self.port = port or free_port()
+        self.db = workdir / "provider.sqlite3"
+        self.log = workdir / "provider.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._argv = [sys.executable, "-m", "testbed", "provider", "--port", str(self.port), "--db", str(self.db)]
+        self._argv += ["--bus-url", redis_url, "--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self) -> None:
+        self._proc = spawn(self._argv, self.log)
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        with httpx.Client(trust_env=False, timeout=1.0) as http:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+                    raise SetupError(f"provider process exited at start: {tail[0]}")
+                try:
+                    if http.get(f"{self.url}/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        raise SetupError(f"provider did not answer on {self.url} within {timeout:.0f} s")
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            stop(self._proc)
+            self._proc = None
+
+
+class ProviderAdmin:
+    """The controller's handle on the provider: contracts, and the nemesis's levers."""
+
+    def __init__(self, url: str) -> None:
+        self._http = httpx.Client(base_url=url, trust_env=False, timeout=10.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def put_ledger(self, ledger: str, contract: Contract) -> None:
+        self._check(self._http.put(f"/ledgers/{quote(ledger, safe='')}", json=contract.to_dict()))
+
+    def advance_clock(self, ledger: str, seconds: float) -> None:
+        self._check(self._http.post(f"/ledgers/{quote(ledger, safe='')}/clock", json={"advance_seconds": seconds}))
+
+    def withdraw(self, ledger: str, reference: str) -> None:
+        path = f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw"
+        self._check(self._http.post(path))
+
+    @staticmethod
+    def _check(response: httpx.Response) -> None:
+        if response.status_code >= 400:
+            raise SetupError(f"provider refused {response.request.method} {response.request.url.path}: {response.text}")

@@ -1,0 +1,112 @@
+"""The worker supervisor: starts real `rq worker` processes, replaces killed
+ones, and stops them all at the end (their work-horses included)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from testbed.errors import RunFailure
+from testbed.procs import spawn, stop_all
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """RQ's own knobs for noticing dead workers (`rq worker` options)."""
+
+    worker_ttl: int = 420
+    maintenance_interval: int = 600
+    job_monitoring_interval: int = 30
+
+
+@dataclass(slots=True)
+class WorkerProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    killed: bool = False  # by the controller, on purpose
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+class Supervisor:
+    def __init__(
+        self, workdir: Path, redis_url: str, rq_prefix: str, queue: str, name_prefix: str, settings: WorkerSettings
+    ) -> None:
+        self._dir = workdir / "workers"
+        self._dir.mkdir(exist_ok=True)
+        self._redis_url = redis_url
+        self._queue = queue
+        self._name_prefix = name_prefix
+        self._settings = settings
+        self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, "TESTBED_PARENT_PID": str(os.getpid())}
+        self._started = 0
+        self.workers: dict[str, WorkerProcess] = {}
+        self.replaced: list[WorkerProcess] = []
+
+    def start(self, count: int) -> None:
+        for _ in range(count):
+            self._spawn()
+
+    def _spawn(self) -> WorkerProcess:
+        self._started += 1
+        name = f"{self._name_prefix}-w{self._started}"
+        s = self._settings
+        argv = [sys.executable, "-m", "workers", "--url", self._redis_url, "--name", name]
+        argv += ["--worker-ttl", str(s.worker_ttl), "--maintenance-interval", str(s.maintenance_interval)]
+        argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
+        argv += ["--disable-job-desc-logging", self._queue]
+        log = self._dir / f"{name}.log"
+        worker = WorkerProcess(name, spawn(argv, log, env=self._env), log)
+        self.workers[name] = worker
+        return worker
+
+    def wait_ready(self, redis: object, timeout: float = 30.0) -> None:
+        """Until every worker has registered with RQ (it is then dequeuing)."""
+        from rq import Worker
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check()
+            registered = {w.name for w in Worker.all(connection=redis)}  # type: ignore[arg-type]
+            if set(self.workers) <= registered:
+                return
+            time.sleep(0.05)
+        raise RunFailure(f"workers did not register with RQ within {timeout:.0f} s")
+
+    def owner_of(self, horse_pid: int) -> WorkerProcess | None:
+        """The worker whose work-horse this pid is, if it is one of ours."""
+        try:
+            parent = psutil.Process(horse_pid).ppid()
+        except psutil.NoSuchProcess:
+            return None
+        return next((w for w in self.workers.values() if w.pid == parent and not w.killed), None)
+
+    def replace(self, worker: WorkerProcess) -> WorkerProcess:
+        """A killed worker is reaped and a fresh one takes its place."""
+        worker.proc.wait()
+        del self.workers[worker.name]
+        self.replaced.append(worker)
+        return self._spawn()
+
+    def check(self) -> None:
+        for worker in self.workers.values():
+            if not worker.killed and worker.proc.poll() is not None:
+                tail = worker.log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise RunFailure(f"worker {worker.name} exited unexpectedly: {' | '.join(tail) or '(no output)'}")
+
+    def pids(self) -> set[int]:
+        return {w.pid for w in self.workers.values()}
+
+    def stop(self) -> None:
+        """Warm shutdown (SIGTERM lets a running job finish), then SIGKILL; no work-horse survives."""
+        stop_all([w.proc for w in self.workers.values()])
+        self.workers.clear()

@@ -1,0 +1,120 @@
+"""The provider as its own process, over HTTP: the Idempotency-Key contract and its reads."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from provider.store import LogReader
+from testbed.procs import free_port
+
+pytestmark = pytest.mark.e2e
+
+BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hello"}
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory):
+    db = tmp_path_factory.mktemp("provider") / "log.sqlite3"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "testbed", "provider", "--port", str(port), "--db", str(db)])
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=5)
+    for _ in range(200):
+        try:
+            client.get("/health")
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield client, db
+    client.close()
+    proc.terminate()
+    assert proc.wait(10) == 0
+
+
+def ledger(client, name, **contract):
+    assert client.put(f"/ledgers/{name}", json=contract).status_code == 200
+    return f"/ledgers/{name}/effects"
+
+
+def test_replay_conflict_and_keyless_duplicates(provider):
+    client, db = provider
+    path = ledger(client, "contract")
+    first = client.post(path, json=BODY, headers={"Idempotency-Key": "k1"})
+    again = client.post(path, json=BODY, headers={"Idempotency-Key": "k1"})
+    changed = client.post(path, json={**BODY, "message": "other"}, headers={"Idempotency-Key": "k1"})
+    assert first.status_code == 201 and "Idempotent-Replayed" not in first.headers
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert changed.status_code == 422
+    client.post(path, json={**BODY, "reference": "op-2"})
+    client.post(path, json={**BODY, "reference": "op-2"})
+    records = LogReader(db).records("contract", ["op-1", "op-2"])
+    assert (records["op-1"].effects, records["op-1"].sends) == (1, 3)
+    assert records["op-2"].effects == 2  # no key, no contract
+
+
+def test_concurrent_requests_with_one_key_make_one_effect(provider):
+    client, db = provider
+    path = ledger(client, "race")
+    barrier = threading.Barrier(20)
+    statuses = []
+
+    def send():
+        barrier.wait()
+        statuses.append(client.post(path, json=BODY, headers={"Idempotency-Key": "same"}).status_code)
+
+    threads = [threading.Thread(target=send) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert LogReader(db).records("race", ["op-1"])["op-1"].effects == 1
+    assert set(statuses) <= {201, 409}
+
+
+def test_stored_error_is_replayed(provider):
+    client, db = provider
+    path = ledger(client, "declines", decline_domain="declined.example")
+    body = {**BODY, "recipient": "u@declined.example"}
+    first = client.post(path, json=body, headers={"Idempotency-Key": "d"})
+    again = client.post(path, json=body, headers={"Idempotency-Key": "d"})
+    assert first.status_code == again.status_code == 402
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert LogReader(db).records("declines", ["op-1"])["op-1"].declined == 1
+
+
+def test_reads_separate_absent_withdrawn_and_lagging(provider):
+    client, _ = provider
+    path = ledger(client, "reads")
+    assert client.get(f"{path}/op-1").status_code == 404
+    client.post(path, json=BODY)
+    found = client.get(f"{path}/op-1")
+    assert found.status_code == 200 and found.json()["found"] is True
+    assert len(client.get(path, params={"reference": "op-1"}).json()["data"]) == 1
+    assert client.post(f"{path}/op-1/withdraw").json() == {"withdrawn": 1}
+    assert client.get(f"{path}/op-1").status_code == 410
+    assert client.get(path, params={"reference": "op-1"}).json()["data"] == []
+
+    lagging = ledger(client, "lagging", listing_lag_seconds=3600, single_lookup=False)
+    client.post(lagging, json=BODY)
+    assert client.get(lagging, params={"reference": "op-1"}).json()["data"] == []
+    assert client.get(f"{lagging}/op-1").status_code == 501
+
+
+def test_key_expiry_follows_the_ledger_clock(provider):
+    client, db = provider
+    path = ledger(client, "expiry", retention_seconds=60)
+    client.post(path, json=BODY, headers={"Idempotency-Key": "e"})
+    client.post("/ledgers/expiry/clock", json={"advance_seconds": 61})
+    assert client.post(path, json=BODY, headers={"Idempotency-Key": "e"}).status_code == 201
+    assert LogReader(db).records("expiry", ["op-1"])["op-1"].effects == 2
+
+
+def test_bad_requests(provider):
+    client, _ = provider
+    path = ledger(client, "bad")
+    assert client.post(path, json={"reference": "op-1"}).status_code == 400
+    assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404

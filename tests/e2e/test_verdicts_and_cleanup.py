@@ -1,0 +1,93 @@
+"""A wrong expectation fails the run; no run leaves a process or a temp dir behind,
+not even when interrupted; a run on a shared Redis touches only its own keys."""
+
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+
+from testbed.procs import free_port
+from testbed.redis_server import find_binary
+from tests.conftest import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+
+pytestmark = pytest.mark.e2e
+
+SMALL = ["--ops", "20", "--strategy", "retry-only", "--boundary", "after-effect"]
+
+
+def test_a_wrong_expectation_exits_1_and_names_the_cell(workdir):
+    ran = run_testbed([*SMALL, "--expect", "retry-only@after-effect=20/0"], workdir)
+    assert ran.code == 1, ran.stderr
+    assert "DIFFERS  retry-only @ after-effect (kill): effects expected 20, observed 22" in ran.stdout
+    row = ran.row("retry-only", "after-effect")
+    assert row["verdict"] == "fail" and row["effects"] == 22
+    assert ran.results["verdict"] == "fail"
+    assert_left_nothing(ran)
+
+
+def test_the_right_expectation_passes(workdir):
+    ran = run_testbed([*SMALL, "--expect", "retry-only@after-effect=22/0"], workdir)
+    assert ran.code == 0, ran.stdout + ran.stderr
+    assert_left_nothing(ran)
+
+
+def test_sigint_stops_everything_the_run_started(workdir):
+    proc, _, err = start_testbed(["--ops", "300"], workdir)
+    seen: set = set()
+    deadline = time.monotonic() + 60
+    while "[ 1/12]" not in err.read_text():  # the stack is up and a cell has run
+        seen |= descendants(proc.pid)
+        assert proc.poll() is None, err.read_text()
+        assert time.monotonic() < deadline, "no cell finished"
+        time.sleep(0.05)
+    seen |= descendants(proc.pid)
+    assert len(seen) >= 4
+    proc.send_signal(signal.SIGINT)
+    ran = finish(proc, workdir, timeout=60, seen=seen)
+    assert ran.code == 130
+    assert ran.stderr.strip().splitlines()[-1].startswith("testbed: error: interrupted")
+    assert "Traceback" not in ran.stderr
+    assert still_running(seen) == []
+    assert_left_nothing(ran)
+
+
+@pytest.fixture
+def shared_redis(tmp_path):
+    """Another Redis, standing in for one the user shares with other programs."""
+    port = free_port()
+    argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen([*argv, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    client.set("someone-elses:key", "untouched")
+    client.rpush("rq:queue:default", "not ours")
+    yield f"redis://127.0.0.1:{port}/0", client
+    proc.terminate()
+    proc.wait()
+
+
+def test_shared_redis_run_touches_only_its_own_keys(workdir, shared_redis):
+    url, client = shared_redis
+    ran = run_testbed([*SMALL, "--redis-url", url, "--keep"], workdir)
+    assert ran.code == 0, ran.stderr
+    run_keys = [k.decode() for k in client.keys("*") if not k.startswith((b"someone-elses:", b"rq:queue:default"))]
+    prefix = f"testbed:{ran.results['run']}:"
+    assert run_keys, "a kept run leaves its keys for inspection"
+    assert all(key.startswith(prefix) for key in run_keys), [k for k in run_keys if not k.startswith(prefix)]
+    assert any(key.startswith(prefix + "rq:") for key in run_keys)  # RQ's own keys carry the prefix too
+
+    again = run_testbed(
+        [*SMALL, "--redis-url", url], workdir / "again" if (workdir / "again").mkdir() is None else None
+    )
+    assert again.code == 0, again.stderr
+    assert not client.keys(f"testbed:{again.results['run']}:*")  # removed after the run
+    assert client.get("someone-elses:key") == b"untouched"
+    assert client.lrange("rq:queue:default", 0, -1) == [b"not ours"]
+    assert_left_nothing(again)

@@ -1,0 +1,63 @@
+"""How the checker classifies an op from the provider's records and the application's outcome."""
+
+from testbed.checker import OpFacts, tally
+from workers.flow import Outcome
+
+
+def one(**facts):
+    return tally([[OpFacts(op="op", intent="op", attempts=1, **facts)]]).counts
+
+
+def test_clean_op():
+    c = one(effects=1, sends=1, outcome=Outcome.COMPLETED)
+    assert (c.effects, c.duplicate_effects, c.missing_operations, c.false_completions) == (1, 0, 0, 0)
+
+
+def test_duplicate_is_counted_from_the_providers_log():
+    c = one(effects=2, sends=2, outcome=Outcome.COMPLETED)
+    assert (c.effects, c.duplicate_effects, c.missing_operations) == (2, 1, 0)
+
+
+def test_skipped_without_effect_is_missing_and_a_false_completion():
+    c = one(effects=0, sends=1, outcome=Outcome.SKIPPED)
+    assert (c.missing_operations, c.skipped_without_effect, c.false_completions) == (1, 1, 1)
+
+
+def test_unresolved_with_an_effect_is_an_unrecorded_effect_not_missing():
+    result = tally([[OpFacts("op", "op", 2, effects=1, outcome=Outcome.UNRESOLVED, detail="410")]])
+    c = result.counts
+    assert (c.unresolved, c.missing_operations, c.unrecorded_effects) == (1, 0, 1)
+    assert result.held[0].reason == "410"
+
+
+def test_provider_error_is_failed_by_provider_not_missing():
+    c = one(effects=0, declined=2, outcome=Outcome.FAILED)
+    assert (c.failed_by_provider, c.missing_operations, c.false_completions) == (1, 0, 0)
+
+
+def test_job_given_up_by_rq():
+    c = one(effects=0, job_failed=True)
+    assert (c.jobs_failed, c.missing_operations, c.false_completions) == (1, 1, 0)
+
+
+def test_effects_count_per_logical_action_across_identities():
+    """An op re-created under a new identity is still the same intended action."""
+    c = tally(
+        [
+            [
+                OpFacts("op-1", "op-1", 1, effects=1, outcome=Outcome.COMPLETED),
+                OpFacts("op-1-again", "op-1", 1, effects=1, outcome=Outcome.COMPLETED),
+            ]
+        ]
+    ).counts
+    assert (c.intended, c.effects, c.duplicate_effects) == (1, 2, 1)
+
+
+def test_replays_are_attempts_beyond_the_first():
+    c = tally(
+        [
+            [OpFacts("a", "a", 2, effects=1, outcome=Outcome.COMPLETED)],
+            [OpFacts("b", "b", 1, effects=1, outcome=Outcome.COMPLETED)],
+        ]
+    ).counts
+    assert (c.intended, c.replays) == (2, 1)

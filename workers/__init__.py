@@ -1,0 +1,1 @@
+"""The RQ side of the lab: the tool handler, its recovery strategies and the local ledger."""

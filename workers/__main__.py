@@ -1,0 +1,30 @@
+"""Start a real `rq worker` (the default forking Worker) with the job code preloaded.
+
+    python -m workers <rq worker options and queues>
+
+Importing the handler here, once, means every work-horse forked for a job
+starts with it instead of importing it anew.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from testbed.procs import die_with_parent
+
+
+def main() -> None:
+    parent = os.environ.get("TESTBED_PARENT_PID")
+    die_with_parent(int(parent) if parent else None)
+    import encodings.idna  # noqa: F401  (the first request would import it in every work-horse)
+
+    from rq.cli import main as rq_main
+
+    import workers.handler  # noqa: F401  (preload for the work-horses)
+
+    rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The tool handler: the RQ job function that performs one op's attempt.
+
+It drives the strategy's flow (`workers.flow`) against the real parts: the
+local ledger in Redis, the provider over HTTP, and the chaos probes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from rq import get_current_job
+
+from provider.contract import fingerprint
+from testbed import plan
+from testbed.bus import Bus
+from testbed.keys import RunKeys
+from testbed.procs import die_with_parent
+from workers import client
+from workers.flow import AskProvider, At, ReadMarker, Result, Send, Wait, WriteMarker, attempt, drive
+from workers.instrument import Probe
+from workers.ledger import Ledger
+from workers.strategies import STRATEGIES, KeyMode, Marker
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    prefix: str
+    cell: str
+    strategy: str
+    ledger: str
+    provider: str  # base URL
+    read_path: str  # "lookup" (single item, strongly consistent) or "listing"
+    client_timeout: float
+    max_waits: int
+    poll_interval: float
+
+
+def perform(spec: dict[str, Any], op: str, seq: int) -> str:
+    # A work-horse whose worker was killed has no one to report to.
+    die_with_parent(os.getppid())
+    job = get_current_job()
+    assert job is not None
+    redis = job.connection
+    s = JobSpec(**spec)
+    keys = RunKeys(s.prefix)
+    cell = keys.cell(s.cell)
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.hincrby(cell.attempts, op, 1)
+        pipe.hget(cell.ops, op)
+        pipe.hget(cell.plan, op)
+        pipe.hget(cell.ledger, op)
+        number, raw_intent, raw_plan, raw_marker = pipe.execute()
+    intent = json.loads(raw_intent)
+    probe = Probe(Bus(redis, keys), s.cell, op, seq, number, plan.decode(raw_plan))
+    probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None)
+    ledger = Ledger(redis, cell)
+    strategy = STRATEGIES[s.strategy]
+    key = {KeyMode.NONE: None, KeyMode.STABLE: op, KeyMode.FRESH: uuid.uuid4().hex}[strategy.key]
+    payload = {"reference": op, **intent["payload"]}
+    payload_fingerprint = fingerprint(payload)
+    read = client.lookup if s.read_path == "lookup" else client.search
+
+    def do(step: object) -> Any:
+        if isinstance(step, At):
+            probe.at(step.boundary)
+        elif isinstance(step, ReadMarker):
+            # Read in the job's first round trip: nothing can have written it since.
+            return Marker.decode(raw_marker)
+        elif isinstance(step, WriteMarker):
+            ledger.write(op, step.marker)
+        elif isinstance(step, Send):
+            try:
+                reply = client.send(
+                    s.provider,
+                    s.ledger,
+                    payload,
+                    key=key,
+                    attempt=number,
+                    chaos=probe.provider_hit(),
+                    timeout=s.client_timeout,
+                )
+            except client.Timeout:
+                probe.event("call-timeout")
+                raise
+            probe.contact(str(reply.status))
+            return reply
+        elif isinstance(step, AskProvider):
+            found = read(s.provider, s.ledger, op, payload_fingerprint, attempt=number, timeout=s.client_timeout)
+            probe.contact(found.seen.value)
+            return found
+        elif isinstance(step, Wait):
+            time.sleep(s.poll_interval)
+        return None
+
+    try:
+        result: Result = drive(attempt(strategy, s.max_waits), do)
+    except BaseException as exc:
+        probe.event("attempt-end", outcome="error", error=type(exc).__name__)
+        raise
+    ledger.finish(op, result)
+    probe.event("attempt-end", outcome=result.outcome.value, detail=result.detail)
+    return result.outcome.value

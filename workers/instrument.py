@@ -1,0 +1,80 @@
+"""The instrumented boundary points of one attempt.
+
+At an armed worker-side boundary the work-horse reports its pid and blocks
+until the controller kills it. An armed provider-side boundary travels with
+the request as a header, and the provider holds the request there. Attempts
+of watched ops (ops with any armed fault) also report what happened to them,
+and a retry waits until the controller has finished with earlier faults.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from testbed.boundaries import Boundary
+from testbed.bus import Bus, Event, Hit, hit_id
+from testbed.plan import Armed
+
+
+class ControllerAbsent(RuntimeError):
+    """An armed boundary was reached and nobody acted on it."""
+
+
+class Probe:
+    def __init__(self, bus: Bus, cell: str, op: str, seq: int, attempt: int, armed: tuple[Armed, ...]) -> None:
+        self._bus = bus
+        self._cell = cell
+        self._op = op
+        self._attempt = attempt
+        self._pid = os.getpid()
+        self._worker = os.environ.get("RQ_WORKER_ID", "")
+        self.watched = bool(armed)
+        self._hits = {
+            a.boundary: Hit(
+                hit_id(cell, seq, a.attempt, a.boundary),
+                cell,
+                op,
+                a.attempt,
+                a.boundary,
+                a.fault,
+                self._pid,
+                self._worker,
+            )
+            for a in armed
+            if a.attempt == attempt
+        }
+        self._earlier = [hit_id(cell, seq, a.attempt, a.boundary) for a in armed if a.attempt < attempt]
+        self._contacted = False
+
+    def begin(self, enqueued_at: float | None) -> None:
+        if not self.watched:
+            return
+        if self._earlier and not self._bus.await_settled(self._earlier):
+            raise ControllerAbsent(f"faults before attempt {self._attempt} of {self._op} were never settled")
+        self.event("attempt-start", enqueuedAt=enqueued_at)
+
+    def at(self, boundary: Boundary) -> None:
+        hit = self._hits.get(boundary)
+        if hit is None or boundary.on_provider:
+            return
+        self._bus.report(hit)
+        self._bus.await_release(hit.hit)
+        raise ControllerAbsent(f"{hit.hit} was reported but the work-horse was not killed")
+
+    def provider_hit(self) -> str | None:
+        for boundary, hit in self._hits.items():
+            if boundary.on_provider:
+                return hit.header()
+        return None
+
+    def contact(self, answer: str) -> None:
+        """The first answer the provider gave this attempt."""
+        if not self._contacted:
+            self._contacted = True
+            self.event("contact", answer=answer)
+
+    def event(self, kind: str, **data: Any) -> None:
+        if self.watched:
+            self._bus.emit(Event(kind, self._cell, self._op, self._attempt, self._pid, self._worker, time.time(), data))

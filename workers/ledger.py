@@ -1,0 +1,25 @@
+"""The application's local ledger in Redis: markers, and each op's last outcome."""
+
+from __future__ import annotations
+
+from redis import Redis
+
+from testbed.keys import CellKeys
+from workers.flow import Result
+from workers.strategies import Marker
+
+
+class Ledger:
+    def __init__(self, redis: Redis, keys: CellKeys) -> None:
+        self._redis = redis
+        self._keys = keys
+
+    def write(self, op: str, marker: Marker) -> None:
+        self._redis.hset(self._keys.ledger, op, marker.encode())
+
+    def finish(self, op: str, result: Result) -> None:
+        """The job is about to return: record what the application now believes."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(self._keys.outcomes, op, f"{result.outcome}|{result.detail}")
+            pipe.incr(self._keys.ended)
+            pipe.execute()
