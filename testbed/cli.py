@@ -123,6 +123,7 @@ def chaos(
     ops: Annotated[int, Option("--ops", help="Operations per cell.")] = 100,
     every: Annotated[int, Option("--every", help="Fault the first attempt of every N-th op.")] = 10,
     workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 2,
+    parallel: Annotated[int, Option("--parallel", help="Cells in flight at once.")] = 2,
     retries: Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")] = 1,
     seed: Annotated[int, Option("--seed", help="Seed for payloads and random plans.")] = 0,
     json_path: Annotated[Path, Option("--json", help="Where to write the results.")] = Path("results.json"),
@@ -148,6 +149,7 @@ def chaos(
     _positive("--ops", ops)
     _positive("--every", every)
     _positive("--workers", workers)
+    _positive("--parallel", parallel)
     _positive("--retries", retries, 0)
     _positive("--client-timeout", client_timeout, 0.05)
     _positive("--cell-timeout", cell_timeout)
@@ -160,28 +162,30 @@ def chaos(
     run_id = new_run_id()
     prefix = run_prefix(run_id)
     os.environ["RQ_KEY_PREFIX"] = rq_prefix(prefix)  # before anything imports rq
-    from testbed import report, runner
+    from testbed.stack import Stack, StackOptions
 
-    runner.check_rq_prefix(rq_prefix(prefix))
-    options = runner.RunOptions(
-        cells=cells,
-        ops=ops,
-        every=every,
-        workers=workers,
-        retries=retries,
-        seed=seed,
-        redis_url=redis_url,
-        provider_port=provider_port,
-        client_timeout=client_timeout,
-        cell_timeout=cell_timeout,
-        keep=keep,
-        overrides=overrides,
-    )
+    stack_options = StackOptions(workers=workers, redis_url=redis_url, provider_port=provider_port, keep=keep)
     started = time.time()
     try:
-        with runner.Stack(run_id, options) as stack:
+        with Stack(run_id, stack_options) as stack:
+            # rq is imported while the workers and the provider boot.
+            from testbed import report, runner
+
+            runner.check_rq_prefix(rq_prefix(prefix))
+            options = runner.RunOptions(
+                cells=cells,
+                ops=ops,
+                every=every,
+                retries=retries,
+                seed=seed,
+                client_timeout=client_timeout,
+                cell_timeout=cell_timeout,
+                parallel=parallel,
+                overrides=overrides,
+            )
+            stack.wait_ready()
             print(f"testbed run {run_id}: {len(cells)} cells, {ops} ops each, {workers} workers", file=sys.stderr)
-            rows = runner.run_cells(stack, cells)
+            rows = runner.run_cells(stack, options)
             versions = _versions(stack.redis)
             if keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
@@ -207,6 +211,7 @@ def chaos(
             "ops": ops,
             "every": every,
             "workers": workers,
+            "parallel": parallel,
             "retries": retries,
             "clientTimeout": client_timeout,
             "redis": "shared" if redis_url else "private",
@@ -224,9 +229,6 @@ def provider(
     db: Annotated[Path, Option("--db", help="SQLite file of the effect log (created if missing).")],
     port: Annotated[int, Option("--port", help="Port to listen on.")] = 8080,
     host: Annotated[str, Option("--host", help="Interface to bind (loopback by default).")] = "127.0.0.1",
-    bus_url: Annotated[str | None, Option("--bus-url", hidden=True)] = None,
-    bus_prefix: Annotated[str | None, Option("--bus-prefix", hidden=True)] = None,
-    parent_pid: Annotated[int | None, Option("--parent-pid", hidden=True)] = None,
 ) -> int:
     """Run the provider on its own: an HTTP service with a durable effect log."""
     if port_in_use(port, host):
@@ -237,7 +239,7 @@ def provider(
 
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port, db, host=host, bus_url=bus_url, bus_prefix=bus_prefix, parent_pid=parent_pid)
+        serve(port, db, host=host)
     return 0
 
 

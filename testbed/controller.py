@@ -104,10 +104,10 @@ class Controller:
         self._admin = admin
         self._queue = queue
         self._recovery = recovery
-        self._cell: _Cell | None = None
+        self._cells: dict[str, _Cell] = {}
 
     def begin(self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys) -> None:
-        self._cell = _Cell(cell_id, ledger, plan, scenario, keys)
+        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys)
 
     def handle(self, message: Hit | Event) -> None:
         if isinstance(message, Hit):
@@ -115,18 +115,17 @@ class Controller:
         else:
             self._on_event(message)
 
-    def finish(self) -> CellObservations:
+    def finish(self, cell_id: str) -> CellObservations:
         """The cell's jobs are all over: let go of whatever is still held."""
-        cell = self._current()
+        cell = self._cells.pop(cell_id)
         for hit in [*cell.timeouts.values(), *cell.late.values()]:
             self._release(hit)
-        self._cell = None
         return cell.seen
 
     # -- hits ----------------------------------------------------------------
 
     def _on_hit(self, hit: Hit) -> None:
-        cell = self._current()
+        cell = self._cell_of(hit.cell)
         armed = self._armed(cell, hit)
         if armed is None:
             cell.seen.anomalies.append(f"unplanned hit {hit.hit} from pid {hit.pid}; released untouched")
@@ -149,7 +148,7 @@ class Controller:
 
     def _armed(self, cell: _Cell, hit: Hit) -> Armed | None:
         parts = hit.hit.split(":")
-        if hit.cell != cell.id or len(parts) != 4 or not parts[1].isdigit():
+        if len(parts) != 4 or not parts[1].isdigit():
             return None
         for armed in cell.plan.armed(int(parts[1])):
             if armed.attempt == hit.attempt and armed.boundary == hit.boundary and armed.fault == hit.fault:
@@ -217,8 +216,8 @@ class Controller:
     # -- events --------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
-        cell = self._current()
-        if event.cell != cell.id:
+        cell = self._cells.get(event.cell)
+        if cell is None:  # an event of a cell already judged carries nothing new
             return
         data = {"attempt": event.attempt, "pid": event.pid, "worker": event.worker, **event.data}
         cell.seen.note(event.op, event.kind, event.ts, **data)
@@ -237,10 +236,11 @@ class Controller:
                 del cell.late[event.op]
                 self._release(late)
 
-    def _current(self) -> _Cell:
-        if self._cell is None:
-            raise RunFailure("bus message outside a cell")
-        return self._cell
+    def _cell_of(self, cell_id: str) -> _Cell:
+        try:
+            return self._cells[cell_id]
+        except KeyError:
+            raise RunFailure(f"a fault was hit in cell {cell_id!r}, which is not running") from None
 
 
 def force_recovery(redis: Redis, queue_name: str, dead_worker: str) -> list[str]:

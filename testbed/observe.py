@@ -17,15 +17,6 @@ from workers.flow import Outcome
 CHUNK = 1000
 
 
-def failed_jobs(redis: Redis, queue_name: str, cell_id: str) -> set[str]:
-    """Ids of this cell's jobs that RQ moved to the failed registry."""
-    from rq import Queue
-    from rq.registry import FailedJobRegistry
-
-    registry = FailedJobRegistry(queue=Queue(queue_name, connection=redis))
-    return {j for j in registry.get_job_ids() if j.startswith(f"{cell_id}-")}
-
-
 def job_id(cell_id: str, seq: int) -> str:
     return f"{cell_id}-{seq}"
 

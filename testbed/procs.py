@@ -21,14 +21,15 @@ from pathlib import Path
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+# Loaded once: work-horses call this on every job and inherit the handle.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def die_with_parent(parent_pid: int | None) -> None:
     """Linux only: be SIGKILLed when the process that started us dies."""
-    if parent_pid is None or not sys.platform.startswith("linux"):
+    if parent_pid is None or _prctl is None:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the request took hold
         os._exit(1)
 

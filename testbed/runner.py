@@ -1,42 +1,31 @@
-"""Running cells on the real stack: the I/O edge that ties the parts together.
+"""Running cells on a started stack: the I/O edge that ties the parts together.
 
-The run starts its stack (Redis, the provider process, the RQ workers), and
-for each cell: configures the provider's contract, stores every op's intent,
-arms the plan, enqueues the ops, feeds the bus to the controller until every
-job is over, then has the checker judge the cell from the provider's log and
-compares the result with the model's prediction.
+For each cell: configure the provider's contract, store every op's intent,
+arm the plan, enqueue the ops, feed the bus to the controller until every job
+is over, then have the checker judge the cell from the provider's log and
+compare the result with the model's prediction.
 """
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-import redis as redis_lib
 from rq import Queue, Retry
 
-from provider.store import LogReader
 from testbed import plan as plans
-from testbed.bus import Bus
-from testbed.checker import Tally, tally
-from testbed.controller import CellObservations, Controller, Recovery
-from testbed.errors import RunFailure, SetupError
+from testbed.checker import tally
+from testbed.controller import Controller, Recovery
+from testbed.errors import RunFailure
 from testbed.expectations import predict
-from testbed.keys import QUEUE, CellKeys, RunKeys, rq_prefix, run_prefix
+from testbed.keys import QUEUE, CellKeys
 from testbed.matrix import Cell
-from testbed.observe import failed_jobs, job_id, op_facts
-from testbed.redis_server import PrivateRedis
+from testbed.observe import job_id, op_facts
 from testbed.scenarios import SCENARIOS
 from testbed.scorecard import Expected, Row, latency_stats
-from testbed.services import ProviderAdmin, ProviderProcess
-from testbed.supervisor import Supervisor, WorkerSettings
+from testbed.stack import Stack
 from testbed.workload import make_op
 from workers.handler import JobSpec
 
@@ -53,106 +42,14 @@ class RunOptions:
     cells: list[Cell]
     ops: int = 100
     every: int = 10
-    workers: int = 2
     retries: int = 1
     seed: int = 0
-    redis_url: str | None = None
-    provider_port: int = 0
     client_timeout: float = 0.5
     recovery: Recovery = Recovery.FORCED
-    settings: WorkerSettings = field(default_factory=WorkerSettings)
     cell_timeout: float = 120.0
-    keep: bool = False
+    parallel: int = 2  # cells in flight at once
     # (strategy, boundary label) -> fields the user expects instead of the model's values
     overrides: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-
-
-class Stack:
-    """Everything a run starts, torn down in reverse order whatever happens."""
-
-    def __init__(self, run_id: str, options: RunOptions) -> None:
-        self.run_id = run_id
-        self.options = options
-        self.keys = RunKeys(run_prefix(run_id))
-        self._exit = contextlib.ExitStack()
-
-    def __enter__(self) -> Stack:
-        try:
-            self._start()
-        except BaseException:
-            self._close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._close()
-
-    def _start(self) -> None:
-        o = self.options
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"testbed-{self.run_id}-"))
-        if not o.keep:
-            self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
-        if o.redis_url:
-            self.redis_url = o.redis_url
-            self.redis = _connect(o.redis_url)
-            if not o.keep:
-                self._exit.callback(delete_keys, self.redis, self.keys.pattern)
-        else:
-            private = PrivateRedis(self.workdir)
-            self._exit.callback(private.stop)
-            self.redis_url = private.start()
-            self.redis = _connect(self.redis_url)
-        self.bus = Bus(self.redis, self.keys)
-        self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
-        self._exit.callback(self.provider.stop)
-        self.supervisor = Supervisor(
-            self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, f"tb-{self.run_id}", o.settings
-        )
-        self._exit.callback(self.supervisor.stop)
-        # Both boot at once: most of their start-up is importing Python.
-        self.provider.launch()
-        self.supervisor.start(o.workers)
-        self.provider.wait_ready()
-        self.supervisor.wait_ready(self.redis)
-        self.admin = ProviderAdmin(self.provider.url)
-        self._exit.callback(self.admin.close)
-        self.log = LogReader(self.provider.db)
-        self._exit.callback(self.log.close)
-        self.queue = Queue(QUEUE, connection=self.redis)
-        # Cells run one after another on one queue: a cell's failures are the growth of this set.
-        self.failed_registry_key = self.queue.failed_job_registry.key
-
-    def _close(self) -> None:
-        # A second Ctrl-C must not cut the teardown short.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            self._exit.close()
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    def pids(self) -> list[int]:
-        return [p for p in (self.provider.pid, *self.supervisor.pids()) if p]
-
-
-def _connect(url: str) -> redis_lib.Redis:
-    try:
-        client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
-        client.ping()
-    except (redis_lib.RedisError, ValueError) as exc:
-        raise SetupError(f"cannot reach Redis at {url}: {exc}") from None
-    return client
-
-
-def delete_keys(redis: redis_lib.Redis, pattern: str) -> None:
-    """Only what this run wrote: every key under its prefix."""
-    batch = []
-    for key in redis.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            redis.unlink(*batch)
-            batch.clear()
-    if batch:
-        redis.unlink(*batch)
 
 
 def check_rq_prefix(prefix: str) -> None:
@@ -163,31 +60,81 @@ def check_rq_prefix(prefix: str) -> None:
         raise RunFailure(f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r}, not {prefix!r}")
 
 
-class CellRunner:
-    def __init__(self, stack: Stack, progress: Callable[[str], None]) -> None:
-        self.stack = stack
-        self.options = stack.options
-        self.progress = progress
-        self.controller = Controller(
-            stack.bus, stack.redis, stack.supervisor, stack.admin, QUEUE, stack.options.recovery
-        )
+@dataclass(slots=True)
+class _Running:
+    index: int
+    id: str
+    cell: Cell
+    keys: CellKeys
+    ledger: str
+    plan: plans.Plan
+    started: float
 
-    def run(self, index: int, cell: Cell) -> Row:
+
+class CellRunner:
+    """Runs cells on the stack, up to `parallel` at a time.
+
+    Cells are independent (own ledger at the provider, own intents, markers
+    and plan in Redis), so overlapping them changes no outcome; it keeps both
+    cores busy while one cell waits on its last retries or on held requests.
+    """
+
+    def __init__(self, stack: Stack, options: RunOptions, progress: Callable[[str], None]) -> None:
+        self.stack = stack
+        self.options = options
+        self.progress = progress
+        self.queue = Queue(QUEUE, connection=stack.redis)
+        self.controller = Controller(stack.bus, stack.redis, stack.supervisor, stack.admin, QUEUE, options.recovery)
+        # Jobs RQ gave up on; their ids start with their cell's id. Read again when the registry grows.
+        self._failed_key = self.queue.failed_job_registry.key
+        self._failed: set[str] = set()
+        self._failed_count = stack.redis.zcard(self._failed_key)
+
+    def run(self, cells: list[Cell]) -> list[Row]:
+        o = self.options
+        waiting = list(enumerate(cells, 1))
+        running: dict[str, _Running] = {}
+        rows: dict[int, Row] = {}
+        next_check = 0.0
+        while waiting or running:
+            while waiting and len(running) < o.parallel:
+                index, cell = waiting.pop(0)
+                started = self._start(index, cell)
+                running[started.id] = started
+            message = self.stack.bus.next(timeout=0.1)
+            if message is not None:
+                self.controller.handle(message)
+            if time.monotonic() < next_check:
+                continue
+            next_check = time.monotonic() + 0.05
+            for done in self._finished(running.values()):
+                del running[done.id]
+                rows[done.index] = row = self._judge(done)
+                self._report(done.index, len(cells), row)
+            self.stack.supervisor.check()
+        return [rows[i] for i in sorted(rows)]
+
+    def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
         cell_id = f"c{index:03d}"
-        keys = s.keys.cell(cell_id)
-        ledger = f"{s.run_id}.{cell_id}"
         scenario = SCENARIOS[cell.scenario]
-        plan = plans.EveryNth(o.every, cell.boundary, cell.fault)
-        s.admin.put_ledger(ledger, scenario.contract)
-        started = time.monotonic()
-        self._store_intents(keys, plan, scenario.declines_faulted_ops)
-        self.controller.begin(cell_id, ledger, plan, scenario, keys)
+        running = _Running(
+            index,
+            cell_id,
+            cell,
+            s.keys.cell(cell_id),
+            f"{s.run_id}.{cell_id}",
+            plans.EveryNth(o.every, cell.boundary, cell.fault),
+            time.monotonic(),
+        )
+        s.admin.put_ledger(running.ledger, scenario.contract)
+        self._store_intents(running.keys, running.plan, scenario.declines_faulted_ops)
+        self.controller.begin(cell_id, running.ledger, running.plan, scenario, running.keys)
         spec = JobSpec(
             prefix=s.keys.prefix,
             cell=cell_id,
             strategy=cell.strategy,
-            ledger=ledger,
+            ledger=running.ledger,
             provider=s.provider.url,
             read_path=scenario.read_path.value,
             client_timeout=o.client_timeout,
@@ -195,29 +142,64 @@ class CellRunner:
             poll_interval=POLL_INTERVAL,
         )
         self._enqueue(cell_id, spec)
-        failed = self._drain(cell, cell_id, keys)
-        seen = self.controller.finish()
-        wall = time.monotonic() - started
-        result = tally(op_facts(s.redis, keys, s.log, ledger, cell_id, o.ops, failed))
-        expected = Expected.from_prediction(predict(cell, plan, o.ops, o.retries))
-        override = o.overrides.get((cell.strategy, cell.boundary.value if cell.boundary else "none"))
+        return running
+
+    def _finished(self, running: Iterable[_Running]) -> list[_Running]:
+        """Cells whose every job has returned or been given up by RQ."""
+        s, o = self.stack, self.options
+        cells = list(running)
+        with s.redis.pipeline(transaction=False) as pipe:
+            for r in cells:
+                pipe.get(r.keys.ended)
+            pipe.zcard(self._failed_key)
+            *ended, failed_count = pipe.execute()
+        if failed_count != self._failed_count:
+            self._failed = {f.decode() for f in s.redis.zrange(self._failed_key, 0, -1)}
+            self._failed_count = failed_count
+        done = []
+        for r, count in zip(cells, ended, strict=True):
+            over = int(count or 0) + sum(f.startswith(f"{r.id}-") for f in self._failed)
+            if over >= o.ops:
+                done.append(r)
+            elif time.monotonic() - r.started > o.cell_timeout:
+                late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
+                raise RunFailure(f"{late} ({over}/{o.ops} jobs over)")
+        if done:  # what the finished jobs reported must reach the controller first
+            while (message := s.bus.next(timeout=0.01)) is not None:
+                self.controller.handle(message)
+        return done
+
+    def _judge(self, r: _Running) -> Row:
+        s, o = self.stack, self.options
+        seen = self.controller.finish(r.id)
+        wall = time.monotonic() - r.started
+        failed = {f for f in self._failed if f.startswith(f"{r.id}-")}
+        result = tally(op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed))
+        expected = Expected.from_prediction(predict(r.cell, r.plan, o.ops, o.retries))
+        override = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
         if override:
             expected = expected.override(override)
-        return self._row(cell, result, seen, wall, expected)
-
-    def _row(self, cell: Cell, result: Tally, seen: CellObservations, wall: float, expected: Expected) -> Row:
         latencies = [k.replay_latency_ms for k in seen.kills if k.replay_latency_ms is not None]
         return Row(
-            cell=cell,
+            cell=r.cell,
             counts=result.counts,
             kills=len(seen.kills),
             faults=seen.faults,
-            workers=self.options.workers,
+            workers=s.options.workers,
             wall_seconds=wall,
             expected=expected,
             held=result.held,
             replay_latency_ms=latency_stats(latencies),
             anomalies=seen.anomalies,
+        )
+
+    def _report(self, index: int, total: int, row: Row) -> None:
+        c = row.counts
+        verdict = "as expected" if row.passed else "DIFFERS"
+        width = len(str(total))
+        self.progress(
+            f"[{index:>{width}}/{total}] {row.cell.label:<56} {c.effects:>4} / {c.missing_operations:<4}"
+            f" {verdict:<11} {row.wall_seconds:5.2f} s"
         )
 
     def _store_intents(self, keys: CellKeys, plan: plans.Plan, declines: bool) -> None:
@@ -250,35 +232,7 @@ class CellRunner:
                 )
                 for seq in chunk
             ]
-            self.stack.queue.enqueue_many(jobs)
-
-    def _drain(self, cell: Cell, cell_id: str, keys: CellKeys) -> set[str]:
-        """Feed the controller until every job has returned or been given up by RQ."""
-        s, o = self.stack, self.options
-        failed_key = s.failed_registry_key
-        failed_before = s.redis.zcard(failed_key)
-        deadline = time.monotonic() + o.cell_timeout
-        next_check = 0.0
-        while True:
-            message = s.bus.next(timeout=0.1)
-            if message is not None:
-                self.controller.handle(message)
-            if time.monotonic() < next_check:
-                continue
-            next_check = time.monotonic() + 0.05
-            with s.redis.pipeline(transaction=False) as pipe:
-                pipe.get(keys.ended)
-                pipe.zcard(failed_key)
-                ended, failed_now = pipe.execute()
-            over = int(ended or 0) + failed_now - failed_before
-            if over >= o.ops:
-                while (message := s.bus.next(timeout=0.01)) is not None:
-                    self.controller.handle(message)
-                return failed_jobs(s.redis, QUEUE, cell_id) if failed_now > failed_before else set()
-            s.supervisor.check()
-            if time.monotonic() > deadline:
-                late = f"{cell.label} did not finish within {o.cell_timeout:.0f} s"
-                raise RunFailure(f"{late} ({over}/{o.ops} jobs over)")
+            self.queue.enqueue_many(jobs)
 
 
 def _chunks(ops: int, size: int = 1000) -> Iterator[range]:
@@ -287,18 +241,6 @@ def _chunks(ops: int, size: int = 1000) -> Iterator[range]:
 
 
 def run_cells(
-    stack: Stack, cells: list[Cell], progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
+    stack: Stack, options: RunOptions, progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
 ) -> list[Row]:
-    runner = CellRunner(stack, progress)
-    rows = []
-    width = len(str(len(cells)))
-    for index, cell in enumerate(cells, 1):
-        row = runner.run(index, cell)
-        rows.append(row)
-        c = row.counts
-        verdict = "as expected" if row.passed else "DIFFERS"
-        progress(
-            f"[{index:>{width}}/{len(cells)}] {cell.label:<56} {c.effects:>4} / {c.missing_operations:<4}"
-            f" {verdict:<11} {row.wall_seconds:5.2f} s"
-        )
-    return rows
+    return CellRunner(stack, options, progress).run(options.cells)

@@ -13,7 +13,7 @@ import httpx
 
 from provider.contract import Contract
 from testbed.errors import SetupError
-from testbed.procs import free_port, spawn, stop
+from testbed.procs import free_port, spawn
 
 
 class ProviderProcess:
@@ -22,7 +22,7 @@ class ProviderProcess:
         self.db = workdir / "provider.sqlite3"
         self.log = workdir / "provider.log"
         self.url = f"http://127.0.0.1:{self.port}"
-        self._argv = [sys.executable, "-m", "testbed", "provider", "--port", str(self.port), "--db", str(self.db)]
+        self._argv = [sys.executable, "-m", "provider", "--port", str(self.port), "--db", str(self.db)]
         self._argv += ["--bus-url", redis_url, "--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -45,17 +45,11 @@ class ProviderProcess:
                 time.sleep(0.05)
         raise SetupError(f"provider did not answer on {self.url} within {timeout:.0f} s")
 
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            stop(self._proc)
-            self._proc = None
+    def release(self) -> list[subprocess.Popen[bytes]]:
+        """Hand the process over to be stopped."""
+        procs = [] if self._proc is None else [self._proc]
+        self._proc = None
+        return procs
 
 
 class ProviderAdmin:

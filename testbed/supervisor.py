@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from testbed.errors import RunFailure
-from testbed.procs import spawn, stop_all
+from testbed.procs import spawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +103,8 @@ class Supervisor:
                 tail = worker.log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise RunFailure(f"worker {worker.name} exited unexpectedly: {' | '.join(tail) or '(no output)'}")
 
-    def pids(self) -> set[int]:
-        return {w.pid for w in self.workers.values()}
-
-    def stop(self) -> None:
-        """Warm shutdown (SIGTERM lets a running job finish), then SIGKILL; no work-horse survives."""
-        stop_all([w.proc for w in self.workers.values()])
+    def release(self) -> list[subprocess.Popen[bytes]]:
+        """Hand the worker processes over to be stopped (SIGTERM is a warm shutdown in RQ)."""
+        procs = [w.proc for w in self.workers.values()]
         self.workers.clear()
+        return procs

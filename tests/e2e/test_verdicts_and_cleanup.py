@@ -37,7 +37,7 @@ def test_sigint_stops_everything_the_run_started(workdir):
     proc, _, err = start_testbed(["--ops", "300"], workdir)
     seen: set = set()
     deadline = time.monotonic() + 60
-    while "[ 1/12]" not in err.read_text():  # the stack is up and a cell has run
+    while "/12] " not in err.read_text():  # the stack is up and a cell has run
         seen |= descendants(proc.pid)
         assert proc.poll() is None, err.read_text()
         assert time.monotonic() < deadline, "no cell finished"

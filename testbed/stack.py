@@ -1,0 +1,122 @@
+"""The stack a run stands on: Redis, the provider process, the RQ workers.
+
+Everything it starts is stopped in reverse order whatever happens (an error,
+Ctrl-C, SIGTERM), and its temp dir is removed unless the user keeps it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis as redis_lib
+
+from provider.store import LogReader
+from testbed.bus import Bus
+from testbed.errors import SetupError
+from testbed.keys import QUEUE, RunKeys, rq_prefix, run_prefix
+from testbed.procs import stop_all
+from testbed.redis_server import PrivateRedis
+from testbed.services import ProviderAdmin, ProviderProcess
+from testbed.supervisor import Supervisor, WorkerSettings
+
+
+@dataclass(frozen=True, slots=True)
+class StackOptions:
+    workers: int = 2
+    redis_url: str | None = None  # None: a private redis-server
+    provider_port: int = 0  # 0: a free port
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
+    keep: bool = False
+
+
+class Stack:
+    """`with Stack(...) as stack:` starts the processes without waiting for
+    them; `stack.wait_ready()` waits. Their start-up is mostly Python imports,
+    so the caller can do its own meanwhile."""
+
+    def __init__(self, run_id: str, options: StackOptions) -> None:
+        self.run_id = run_id
+        self.options = options
+        self.keys = RunKeys(run_prefix(run_id))
+        self._exit = contextlib.ExitStack()
+
+    def __enter__(self) -> Stack:
+        try:
+            self._start()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _start(self) -> None:
+        o = self.options
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"testbed-{self.run_id}-"))
+        if not o.keep:
+            self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
+        if o.redis_url:
+            self.redis_url = o.redis_url
+            self.redis = _connect(o.redis_url)
+            if not o.keep:
+                self._exit.callback(delete_keys, self.redis, self.keys.pattern)
+        else:
+            private = PrivateRedis(self.workdir)
+            self._exit.callback(private.stop)
+            self.redis_url = private.start()
+            self.redis = _connect(self.redis_url)
+        self.bus = Bus(self.redis, self.keys)
+        self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
+        self.supervisor = Supervisor(
+            self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, f"tb-{self.run_id}", o.settings
+        )
+        self._exit.callback(self._stop_services)
+        self.provider.launch()
+        self.supervisor.start(o.workers)
+
+    def wait_ready(self) -> None:
+        self.provider.wait_ready()
+        self.supervisor.wait_ready(self.redis)
+        self.admin = ProviderAdmin(self.provider.url)
+        self._exit.callback(self.admin.close)
+        self.log = LogReader(self.provider.db)
+        self._exit.callback(self.log.close)
+
+    def _stop_services(self) -> None:
+        # Workers and provider do not need each other to shut down: stop them together.
+        stop_all([*self.supervisor.release(), *self.provider.release()])
+
+    def _close(self) -> None:
+        # A second Ctrl-C must not cut the teardown short.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._exit.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _connect(url: str) -> redis_lib.Redis:
+    try:
+        client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
+        client.ping()
+    except (redis_lib.RedisError, ValueError) as exc:
+        raise SetupError(f"cannot reach Redis at {url}: {exc}") from None
+    return client
+
+
+def delete_keys(redis: redis_lib.Redis, pattern: str) -> None:
+    """Only what this run wrote: every key under its prefix."""
+    batch = []
+    for key in redis.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            redis.unlink(*batch)
+            batch.clear()
+    if batch:
+        redis.unlink(*batch)
