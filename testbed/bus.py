@@ -26,6 +26,7 @@ EVENT = "event"
 HOLD_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 60.0
 _KEY_TTL = 600
+_BLOCK = 1.0  # the longest a single blocking command may wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +81,14 @@ class Bus:
             pipe.execute()
 
     def await_release(self, hit: str, timeout: float = HOLD_TIMEOUT) -> str | None:
-        popped = self.redis.blpop([self.keys.release(hit)], timeout=timeout)
-        return None if popped is None else popped[1].decode()
+        # Short blocking pops: a client's socket timeout (redis-py's default is
+        # 5 s, RQ's depends on --worker-ttl) must never cut a long hold short.
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            popped = self.redis.blpop([self.keys.release(hit)], timeout=min(_BLOCK, left))
+            if popped is not None:
+                return popped[1].decode()
+        return None
 
     def acted(self, hit: str) -> None:
         """A holding provider has done what the release told it to."""

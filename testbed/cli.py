@@ -122,7 +122,7 @@ def chaos(
     matrix: Annotated[str, Option("--matrix", help="article (12 cells) or full (every meaningful cell).")] = "article",
     ops: Annotated[int, Option("--ops", help="Operations per cell.")] = 100,
     every: Annotated[int, Option("--every", help="Fault the first attempt of every N-th op.")] = 10,
-    workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 2,
+    workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 4,
     parallel: Annotated[int, Option("--parallel", help="Cells in flight at once.")] = 2,
     retries: Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")] = 1,
     seed: Annotated[int, Option("--seed", help="Seed for payloads and random plans.")] = 0,

@@ -27,7 +27,7 @@ from testbed.supervisor import Supervisor, WorkerSettings
 
 @dataclass(frozen=True, slots=True)
 class StackOptions:
-    workers: int = 2
+    workers: int = 4
     redis_url: str | None = None  # None: a private redis-server
     provider_port: int = 0  # 0: a free port
     settings: WorkerSettings = field(default_factory=WorkerSettings)

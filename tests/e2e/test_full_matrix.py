@@ -1,0 +1,87 @@
+"""Every boundary, fault and scenario on the real stack, in small cells: observed == model."""
+
+import pytest
+
+from testbed.boundaries import ORDER
+from tests.conftest import assert_left_nothing, run_testbed
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    return run_testbed(["--matrix", "full", "--ops", "20"], tmp_path_factory.mktemp("full"), timeout=400)
+
+
+def test_every_meaningful_cell_matches_the_model(full):
+    assert full.code == 0, full.stdout[-3000:] + full.stderr[-3000:]
+    rows = full.results["rows"]
+    assert all(r["verdict"] == "pass" for r in rows)
+    assert {r["boundary"] for r in rows} == {"none", *ORDER}
+    assert {r["fault"] for r in rows} == {"none", "kill", "timeout", "late"}
+    assert {r["scenario"] for r in rows} == {
+        "none",
+        "payload-changed",
+        "key-expired",
+        "lagging-listing",
+        "withdrawn",
+        "stored-error",
+        "no-dedup",
+    }
+    assert f"{len(rows)}/{len(rows)} cells as expected" in full.stdout
+    assert_left_nothing(full)
+
+
+@pytest.mark.parametrize("boundary", [b.value for b in ORDER])
+def test_kills_strike_at_every_boundary(full, boundary):
+    row = full.row("record-before", boundary, fault="kill", scenario="none")
+    assert (row["kills"], row["faults"], row["replays"]) == (2, 2, 2)
+    lost = boundary in ("before-request", "before-effect")
+    assert (row["effects"], row["missingOperations"], row["falseCompletions"]) == ((18, 2, 2) if lost else (20, 0, 0))
+
+
+def test_a_timeout_is_an_after_effect_crash_without_a_kill(full):
+    row = full.row("retry-only", "after-effect", fault="timeout")
+    assert (row["kills"], row["faults"], row["effects"], row["duplicateEffects"]) == (0, 2, 22, 2)
+
+
+def test_late_completion_with_a_key_waits_out_the_409(full):
+    keyed = full.row("provider-key", "before-effect", fault="late")
+    assert (keyed["effects"], keyed["duplicateEffects"], keyed["unresolved"]) == (20, 0, 0)
+    assert keyed["requests"] >= 22  # the retry's 409, then the replay
+    keyless = full.row("record-after", "before-effect", fault="late")
+    assert (keyless["effects"], keyless["duplicateEffects"]) == (22, 2)
+
+
+def test_unresolved_ops_are_listed_by_id_with_their_reason(full):
+    withdrawn = full.row("reconcile", "after-effect", scenario="withdrawn")
+    assert withdrawn["unresolved"] == 2 and withdrawn["duplicateEffects"] == 0
+    assert [h["op"] for h in withdrawn["held"]] == ["tenant-demo:notification:10", "tenant-demo:notification:20"]
+    assert all(h["state"] == "unresolved" and "410" in h["reason"] for h in withdrawn["held"])
+    naive = full.row("naive-reconcile", "after-effect", scenario="withdrawn")
+    assert (naive["duplicateEffects"], naive["unresolved"]) == (2, 0)
+    lagging = full.row("reconcile", "before-effect", scenario="lagging-listing")
+    assert lagging["unresolved"] == 2 and all("listing is empty" in h["reason"] for h in lagging["held"])
+
+
+def test_changed_payload_is_a_conflict_not_a_duplicate(full):
+    row = full.row("provider-key", "after-effect", scenario="payload-changed")
+    assert (row["conflicts"], row["effects"], row["missingOperations"]) == (2, 20, 0)
+    assert all(h["state"] == "conflict" and "422" in h["reason"] for h in row["held"])
+
+
+def test_keys_help_only_while_kept_and_honoured(full):
+    assert full.row("provider-key", "after-effect", scenario="key-expired")["duplicateEffects"] == 2
+    assert full.row("provider-key", "after-effect", scenario="no-dedup")["duplicateEffects"] == 2
+
+
+def test_stored_error_is_failed_by_provider_not_missing(full):
+    row = full.row("provider-key", "after-effect", scenario="stored-error")
+    assert (row["failedByProvider"], row["missingOperations"], row["effects"]) == (2, 0, 18)
+
+
+def test_one_table_per_fault_and_scenario_with_marks(full):
+    titles = [line for line in full.stdout.splitlines() if line and not line[0].isspace() and " / " not in line]
+    assert {"kill", "timeout", "late"} <= set(titles)
+    assert any(t.startswith("kill, scenario withdrawn:") for t in titles)
+    assert "(2u)" in full.stdout and "(2c)" in full.stdout and "(2f)" in full.stdout
