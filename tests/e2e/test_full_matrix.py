@@ -3,6 +3,7 @@
 import pytest
 
 from testbed.boundaries import ORDER
+from testbed.scenarios import SCENARIOS
 from tests.conftest import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -19,15 +20,7 @@ def test_every_meaningful_cell_matches_the_model(full):
     assert all(r["verdict"] == "pass" for r in rows)
     assert {r["boundary"] for r in rows} == {"none", *ORDER}
     assert {r["fault"] for r in rows} == {"none", "kill", "timeout", "late"}
-    assert {r["scenario"] for r in rows} == {
-        "none",
-        "payload-changed",
-        "key-expired",
-        "lagging-listing",
-        "withdrawn",
-        "stored-error",
-        "no-dedup",
-    }
+    assert {r["scenario"] for r in rows} == set(SCENARIOS)
     assert f"{len(rows)}/{len(rows)} cells as expected" in full.stdout
     assert_left_nothing(full)
 

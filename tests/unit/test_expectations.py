@@ -11,6 +11,7 @@ from testbed.expectations import predict
 from testbed.faults import Fault
 from testbed.matrix import Cell, article, full
 from testbed.plan import EveryNth
+from testbed.scenarios import SCENARIOS
 
 B = Boundary
 KILL_TABLE = {
@@ -137,14 +138,6 @@ def test_no_retry_left_means_the_job_fails():
 def test_full_matrix_is_covered_by_the_model():
     cells = full()
     assert len(cells) == len(set(cells))
-    assert {c.scenario for c in cells} == {
-        "none",
-        "payload-changed",
-        "key-expired",
-        "lagging-listing",
-        "withdrawn",
-        "stored-error",
-        "no-dedup",
-    }
+    assert {c.scenario for c in cells} == set(SCENARIOS)
     for cell in cells:
         assert expect(cell, ops=20).tally.counts.intended == 20
