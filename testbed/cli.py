@@ -1,33 +1,32 @@
-"""The command line: validates input, then hands over to the runner.
+"""The command line: validates input, then hands over to a session.
 
-Exit codes: 0 every cell as expected; 1 a cell differs from its expectation;
-2 bad input or an environment the run cannot start in; 3 the stack failed
-during the run; 130 interrupted.
+Exit codes: 0 every cell as expected; 1 a cell differs from its expectation
+(or, under load, breaks an invariant); 2 bad input or an environment the run
+cannot start in; 3 the stack failed during the run; 130 interrupted.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
 import signal
 import sys
-import time
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from typer import Option
 
-from testbed.boundaries import Boundary, boundary_label, parse_boundary
+from testbed.boundaries import ORDER, parse_boundary
 from testbed.errors import Interrupted, RunFailure, SetupError, UsageError
-from testbed.faults import RULES, Fault, parse_fault
-from testbed.keys import new_run_id, rq_prefix, run_prefix
-from testbed.matrix import Cell, full, grid
+from testbed.faults import Fault, parse_fault
+from testbed.matrix import Cell
+from testbed.plan import EveryNth, Random
 from testbed.procs import port_in_use
 from testbed.scenarios import parse_scenario
-from workers.strategies import ARTICLE_STRATEGIES, parse_strategy
+from testbed.selection import at_least, parse_all, parse_expect, select_cells
+from testbed.stack import StackOptions
+from testbed.supervisor import WorkerSettings
+from workers.strategies import STRATEGIES, parse_strategy
 
 app = typer.Typer(
     add_completion=False,
@@ -36,192 +35,299 @@ app = typer.Typer(
     help="A crash-test lab for the side effects of agent tool calls and queue jobs.",
 )
 
-_VERSIONED = ("rq", "redis", "psutil", "typer", "fastapi", "uvicorn", "httpx")
+# Options shared by the commands that run the stack.
+Strategies = Annotated[list[str] | None, Option("--strategy", "-s", help="Strategy (repeatable).")]
+Boundaries = Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")]
+Workers = Annotated[int, Option("--workers", help="RQ worker processes.")]
+Retries = Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")]
+Seed = Annotated[int, Option("--seed", help="Seed for payloads and random plans.")]
+RedisUrl = Annotated[
+    str | None, Option("--redis-url", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix).")
+]
+ProviderPort = Annotated[int, Option("--provider-port", help="Provider port (default: a free one).")]
+ClientTimeout = Annotated[float, Option("--client-timeout", help="Seconds before a provider call times out.")]
+CellTimeout = Annotated[
+    float | None, Option("--cell-timeout", help="Give up on a cell after this many seconds (default: from the run).")
+]
+RecoveryMode = Annotated[str, Option("--recovery", help="How a killed worker's job comes back: forced or rq.")]
+WorkerTtl = Annotated[int, Option("--worker-ttl", help="rq worker --worker-ttl.")]
+MaintenanceInterval = Annotated[int, Option("--maintenance-interval", help="rq worker --maintenance-interval.")]
+MonitoringInterval = Annotated[int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")]
+Keep = Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")]
+ResultsPath = Annotated[Path, Option("--json", help="Where to write the results.")]
 
 
-def _usage(message: str) -> NoReturn:
-    raise UsageError(message)
+def _stack(
+    workers: int,
+    redis_url: str | None,
+    provider_port: int,
+    keep: bool,
+    recovery: str,
+    worker_ttl: int,
+    maintenance_interval: int,
+    job_monitoring_interval: int,
+) -> tuple[StackOptions, str]:
+    at_least("--workers", workers)
+    at_least("--worker-ttl", worker_ttl, 2)
+    at_least("--maintenance-interval", maintenance_interval)
+    at_least("--job-monitoring-interval", job_monitoring_interval)
+    if recovery not in ("forced", "rq"):
+        raise UsageError(f"unknown recovery {recovery!r} (choose from forced, rq)")
+    if not 0 <= provider_port <= 65535:
+        raise UsageError(f"--provider-port must be a port number (got {provider_port})")
+    if provider_port and port_in_use(provider_port):
+        raise SetupError(f"provider port {provider_port} is already in use")
+    settings = WorkerSettings(worker_ttl, maintenance_interval, job_monitoring_interval)
+    return StackOptions(workers, redis_url, provider_port, settings, keep), recovery
 
 
-def _parse_all(values: list[str] | None, parse: Any) -> list[Any] | None:
-    if not values:
-        return None
-    try:
-        return [parse(v) for v in values]
-    except ValueError as exc:
-        _usage(str(exc))
+def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
+    """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
+    recovery of an abandoned job when it is left to RQ (its entry expires, then a
+    worker's maintenance has to come round)."""
+    if given is not None:
+        at_least("--cell-timeout", given)
+        return given
+    timeout = 120.0 + ops * 0.05
+    if recovery == "rq" and any(c.fault is Fault.KILL_WORKER and c.injected for c in cells):
+        s = settings
+        timeout += s.job_monitoring_interval + 60 + max(s.maintenance_interval, s.worker_ttl - 15) + 60
+    return timeout
 
 
-def select_cells(
-    matrix: str,
-    strategies: list[str] | None,
-    boundaries: list[Boundary | None] | None,
-    faults: list[Fault] | None,
-    scenarios: list[str] | None,
-) -> list[Cell]:
-    """The chosen matrix, narrowed to the strategies/boundaries/faults/scenarios given."""
-    if matrix == "full":
-        cells = full()
-    elif matrix == "article":
-        cells = grid(
-            strategies or ARTICLE_STRATEGIES,
-            boundaries or (None, Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT),
-            faults or (Fault.KILL,),
-            scenarios or ("none",),
-        )
-    else:
-        _usage(f"unknown matrix {matrix!r} (choose from article, full)")
-    for fault in faults or ():
-        allowed = [b for b in boundaries or () if b is None or b in RULES[fault].boundaries]
-        if boundaries and not allowed:
-            where = ", ".join(RULES[fault].boundaries)
-            _usage(
-                f"fault {fault} cannot be injected at {', '.join(map(boundary_label, boundaries))} (only at {where})"
-            )
-    cells = [
-        c
-        for c in cells
-        if (strategies is None or c.strategy in strategies)
-        and (boundaries is None or c.boundary in boundaries)
-        and (faults is None or c.boundary is None or c.fault in faults)
-        and (scenarios is None or c.scenario in scenarios)
-    ]
-    if not cells:
-        _usage("that selection leaves no cell to run")
-    return cells
+def _finish(session: Any, json_path: Path, options: dict[str, Any], seed: int) -> int:
+    from testbed import report
 
-
-def parse_expect(values: list[str] | None) -> dict[tuple[str, str], dict[str, int]]:
-    """`STRATEGY@BOUNDARY=EFFECTS/MISSING`: the user's own expectation for a cell."""
-    out: dict[tuple[str, str], dict[str, int]] = {}
-    for value in values or ():
-        try:
-            where, numbers = value.split("=", 1)
-            strategy, boundary = where.split("@", 1)
-            effects, missing = (int(n) for n in numbers.split("/", 1))
-            parse_strategy(strategy)
-            parse_boundary(boundary)
-        except ValueError as exc:
-            detail = str(exc) if "unknown" in str(exc) else "expected STRATEGY@BOUNDARY=EFFECTS/MISSING"
-            _usage(f"bad --expect {value!r}: {detail}")
-        out[(strategy, boundary)] = {"effects": effects, "missing_operations": missing}
-    return out
-
-
-def _positive(name: str, value: float, minimum: float = 1) -> None:
-    if value < minimum:
-        _usage(f"{name} must be at least {minimum:g} (got {value:g})")
+    report.write_results(json_path, session.meta(options, seed), session.rows)
+    passed = sum(r.passed for r in session.rows)
+    total = len(session.rows)
+    print(f"{passed}/{total} cells as expected; wall {session.wall:.1f} s; results in {json_path}")
+    return 0 if passed == total else 1
 
 
 @app.command()
 def chaos(
-    strategy: Annotated[list[str] | None, Option("--strategy", "-s", help="Strategy to run (repeatable).")] = None,
-    boundary: Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")] = None,
-    fault: Annotated[list[str] | None, Option("--fault", "-f", help="kill, kill-worker, timeout, late.")] = None,
+    strategy: Strategies = None,
+    boundary: Boundaries = None,
+    fault: Annotated[
+        list[str] | None, Option("--fault", "-f", help="kill, kill-worker, timeout, late (repeatable).")
+    ] = None,
     scenario: Annotated[list[str] | None, Option("--scenario", help="Provider scenario (repeatable).")] = None,
     matrix: Annotated[str, Option("--matrix", help="article (12 cells) or full (every meaningful cell).")] = "article",
     ops: Annotated[int, Option("--ops", help="Operations per cell.")] = 100,
     every: Annotated[int, Option("--every", help="Fault the first attempt of every N-th op.")] = 10,
-    workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 4,
+    workers: Workers = 4,
     parallel: Annotated[int, Option("--parallel", help="Cells in flight at once.")] = 2,
-    retries: Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")] = 1,
-    seed: Annotated[int, Option("--seed", help="Seed for payloads and random plans.")] = 0,
-    json_path: Annotated[Path, Option("--json", help="Where to write the results.")] = Path("results.json"),
-    redis_url: Annotated[
-        str | None, Option("--redis-url", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix).")
-    ] = None,
-    provider_port: Annotated[int, Option("--provider-port", help="Provider port (default: a free one).")] = 0,
-    client_timeout: Annotated[
-        float, Option("--client-timeout", help="Seconds before a provider call times out.")
-    ] = 0.5,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    json_path: ResultsPath = Path("results.json"),
+    redis_url: RedisUrl = None,
+    provider_port: ProviderPort = 0,
+    client_timeout: ClientTimeout = 0.5,
     expect: Annotated[list[str] | None, Option("--expect", help="Own expectation: STRATEGY@BOUNDARY=E/M.")] = None,
-    cell_timeout: Annotated[float, Option("--cell-timeout", help="Give up on a cell after this many seconds.")] = 120.0,
-    keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False,
+    cell_timeout: CellTimeout = None,
+    recovery: RecoveryMode = "forced",
+    worker_ttl: WorkerTtl = 420,
+    maintenance_interval: MaintenanceInterval = 600,
+    job_monitoring_interval: MonitoringInterval = 30,
+    keep: Keep = False,
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell."""
     cells = select_cells(
         matrix,
-        _parse_all(strategy, lambda s: parse_strategy(s).name),
-        _parse_all(boundary, parse_boundary),
-        _parse_all(fault, parse_fault),
-        _parse_all(scenario, lambda s: parse_scenario(s).name),
+        parse_all(strategy, lambda s: parse_strategy(s).name),
+        parse_all(boundary, parse_boundary),
+        parse_all(fault, parse_fault),
+        parse_all(scenario, lambda s: parse_scenario(s).name),
     )
-    _positive("--ops", ops)
-    _positive("--every", every)
-    _positive("--workers", workers)
-    _positive("--parallel", parallel)
-    _positive("--retries", retries, 0)
-    _positive("--client-timeout", client_timeout, 0.05)
-    _positive("--cell-timeout", cell_timeout)
-    if provider_port < 0 or provider_port > 65535:
-        _usage(f"--provider-port must be a port number (got {provider_port})")
-    if provider_port and port_in_use(provider_port):
-        raise SetupError(f"provider port {provider_port} is already in use")
+    at_least("--ops", ops)
+    at_least("--every", every)
+    at_least("--parallel", parallel)
+    at_least("--retries", retries, 0)
+    at_least("--client-timeout", client_timeout, 0.05)
     overrides = parse_expect(expect)
+    stack, mode = _stack(
+        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
+    )
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
+    from testbed import report, session
 
-    run_id = new_run_id()
-    prefix = run_prefix(run_id)
-    os.environ["RQ_KEY_PREFIX"] = rq_prefix(prefix)  # before anything imports rq
-    from testbed.stack import Stack, StackOptions
+    def options() -> Any:
+        from testbed.controller import Recovery
+        from testbed.runner import RunOptions
 
-    stack_options = StackOptions(workers=workers, redis_url=redis_url, provider_port=provider_port, keep=keep)
-    started = time.time()
-    try:
-        with Stack(run_id, stack_options) as stack:
-            # rq is imported while the workers and the provider boot.
-            from testbed import report, runner
+        return RunOptions(
+            cells=cells,
+            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+            ops=ops,
+            retries=retries,
+            seed=seed,
+            client_timeout=client_timeout,
+            recovery=Recovery(mode),
+            cell_timeout=timeout,
+            parallel=parallel,
+            overrides=overrides,
+        )
 
-            runner.check_rq_prefix(rq_prefix(prefix))
-            options = runner.RunOptions(
-                cells=cells,
-                ops=ops,
-                every=every,
-                retries=retries,
-                seed=seed,
-                client_timeout=client_timeout,
-                cell_timeout=cell_timeout,
-                parallel=parallel,
-                overrides=overrides,
-            )
-            stack.wait_ready()
-            print(f"testbed run {run_id}: {len(cells)} cells, {ops} ops each, {workers} workers", file=sys.stderr)
-            rows = runner.run_cells(stack, options)
-            versions = _versions(stack.redis)
-            if keep:
-                print(f"kept {stack.workdir}", file=sys.stderr)
-    except KeyboardInterrupt:
-        raise Interrupted from None
-    wall = time.time() - started
+    ran = session.execute(stack, options)
     plural = "retry" if retries == 1 else "retries"
-    note = f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}"
-    print(report.tables(rows, note))
-    diffs = report.differences(rows)
-    if diffs:
+    print(
+        report.tables(ran.rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
+    )
+    if diffs := report.differences(ran.rows):
         print("\n" + diffs)
     print(f"\n{report.LEGEND}")
-    passed = sum(r.passed for r in rows)
-    meta = {
-        "testbed": _version("testbed"),
-        "run": run_id,
-        "startedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "wallSeconds": round(wall, 3),
-        "seed": seed,
-        "options": {
-            "matrix": matrix,
-            "ops": ops,
-            "every": every,
-            "workers": workers,
-            "parallel": parallel,
-            "retries": retries,
-            "clientTimeout": client_timeout,
-            "redis": "shared" if redis_url else "private",
-        },
-        "versions": versions,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-    }
-    report.write_results(json_path, meta, rows)
-    print(f"{passed}/{len(rows)} cells as expected; wall {wall:.1f} s; results in {json_path}")
-    return 0 if passed == len(rows) else 1
+    meta = {"matrix": matrix, "ops": ops, "every": every, "workers": workers, "parallel": parallel}
+    meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
+    meta |= {"redis": "shared" if redis_url else "private", "workerSettings": vars_of(stack.settings)}
+    return _finish(ran, json_path, meta, seed)
+
+
+@app.command()
+def replay(
+    strategy: Annotated[str, Option("--strategy", "-s", help="Strategy.")] = "provider-key",
+    boundary: Annotated[str, Option("--boundary", "-b", help="Where the kill strikes.")] = "after-effect",
+    fault: Annotated[str, Option("--fault", "-f", help="kill (work-horse) or kill-worker.")] = "kill-worker",
+    ops: Annotated[int, Option("--ops", help="Operations.")] = 20,
+    every: Annotated[int, Option("--every", help="Kill the first attempt of every N-th op.")] = 5,
+    workers: Workers = 4,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    json_path: ResultsPath = Path("replay.json"),
+    redis_url: RedisUrl = None,
+    provider_port: ProviderPort = 0,
+    cell_timeout: CellTimeout = None,
+    recovery: RecoveryMode = "forced",
+    worker_ttl: WorkerTtl = 420,
+    maintenance_interval: MaintenanceInterval = 600,
+    job_monitoring_interval: MonitoringInterval = 30,
+    keep: Keep = False,
+) -> int:
+    """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
+    chosen = parse_all([fault], parse_fault)
+    assert chosen is not None
+    if chosen[0] not in (Fault.KILL, Fault.KILL_WORKER):
+        raise UsageError(f"replay watches kills: --fault kill or kill-worker (got {fault})")
+    where = parse_all([boundary], parse_boundary)
+    assert where is not None
+    if where[0] is None:
+        raise UsageError("replay needs a boundary to kill at")
+    cells = select_cells("article", parse_all([strategy], lambda s: parse_strategy(s).name), where, chosen, None)
+    at_least("--ops", ops)
+    at_least("--every", every)
+    at_least("--retries", retries, 1)
+    stack, mode = _stack(
+        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
+    )
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
+    from testbed import session, timeline
+
+    def options() -> Any:
+        from testbed.controller import Recovery
+        from testbed.runner import RunOptions
+
+        return RunOptions(
+            cells=cells,
+            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+            ops=ops,
+            retries=retries,
+            seed=seed,
+            recovery=Recovery(mode),
+            cell_timeout=timeout,
+            parallel=1,
+        )
+
+    ran = session.execute(stack, options)
+    row = ran.rows[0]
+    print(timeline.render(row.extra.get("history", {})))
+    print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
+    c = row.counts
+    print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
+    for problem in row.problems:
+        print(f"DIFFERS  {problem}")
+    meta = {"ops": ops, "every": every, "workers": workers, "retries": retries, "recovery": mode}
+    meta |= {"workerSettings": vars_of(stack.settings)}
+    return _finish(ran, json_path, meta, seed)
+
+
+@app.command()
+def load(
+    strategy: Strategies = None,
+    boundary: Boundaries = None,
+    fault: Annotated[str, Option("--fault", "-f", help="kill or kill-worker.")] = "kill",
+    kill_rate: Annotated[float, Option("--kill-rate", help="Chance that an attempt (not the last) is killed.")] = 0.1,
+    ops: Annotated[int, Option("--ops", help="Operations per strategy.")] = 1000,
+    workers: Workers = 4,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    window: Annotated[int, Option("--window", help="Jobs enqueued ahead of the workers at most.")] = 2000,
+    json_path: ResultsPath = Path("load.json"),
+    redis_url: RedisUrl = None,
+    provider_port: ProviderPort = 0,
+    client_timeout: ClientTimeout = 2.0,
+    cell_timeout: CellTimeout = None,
+    recovery: RecoveryMode = "forced",
+    worker_ttl: WorkerTtl = 420,
+    maintenance_interval: MaintenanceInterval = 600,
+    job_monitoring_interval: MonitoringInterval = 30,
+    keep: Keep = False,
+) -> int:
+    """Many workers, seeded random kills: check each strategy's invariants (and the model) under load."""
+    names = parse_all(strategy, lambda s: parse_strategy(s).name) or list(STRATEGIES)
+    where = parse_all(boundary, parse_boundary) or list(ORDER)
+    if None in where:
+        raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
+    chosen = parse_all([fault], parse_fault)
+    assert chosen is not None
+    if chosen[0] not in (Fault.KILL, Fault.KILL_WORKER):
+        raise UsageError(f"load injects kills: --fault kill or kill-worker (got {fault})")
+    if not 0 <= kill_rate <= 1:
+        raise UsageError(f"--kill-rate must be between 0 and 1 (got {kill_rate:g})")
+    at_least("--ops", ops)
+    at_least("--retries", retries, 1 if kill_rate else 0)
+    at_least("--window", window, 100)
+    at_least("--client-timeout", client_timeout, 0.05)
+    stack, mode = _stack(
+        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
+    )
+    boundaries = tuple(b for b in where if b is not None)
+    cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
+    from testbed import invariants, live, report, session
+
+    def options() -> Any:
+        from testbed.controller import Recovery
+        from testbed.runner import RunOptions
+
+        return RunOptions(
+            cells=cells,
+            plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
+            ops=ops,
+            retries=retries,
+            seed=seed,
+            client_timeout=client_timeout,
+            recovery=Recovery(mode),
+            cell_timeout=timeout,
+            parallel=1,
+            window=window,
+            history=False,
+        )
+
+    line = live.LiveLine()
+    ran = session.execute(stack, options, tick=line)
+    line.clear()
+    for row in ran.rows:
+        row.broken = invariants.broken(row.cell.strategy, row.counts)
+        row.extra["invariants"] = invariants.promises(row.cell.strategy)
+    print(
+        report.load_table(ran.rows, f"{ops} ops per strategy, {workers} workers, kill rate {kill_rate:g}, seed {seed}")
+    )
+    if diffs := report.differences(ran.rows):
+        print("\n" + diffs)
+    meta = {"ops": ops, "workers": workers, "killRate": kill_rate, "boundaries": [b.value for b in boundaries]}
+    meta |= {"fault": fault, "retries": retries, "window": window, "recovery": mode}
+    meta |= {"peakRssMb": report.peak_rss_mb()}
+    return _finish(ran, json_path, meta, seed)
 
 
 @app.command()
@@ -243,18 +349,12 @@ def provider(
     return 0
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _versions(redis: Any) -> dict[str, str]:
-    versions = {name: _version(name) for name in _VERSIONED}
-    versions["python"] = platform.python_version()
-    versions["redis-server"] = str(redis.info("server").get("redis_version", "unknown"))
-    return versions
+def vars_of(settings: WorkerSettings) -> dict[str, int]:
+    return {
+        "workerTtl": settings.worker_ttl,
+        "maintenanceInterval": settings.maintenance_interval,
+        "jobMonitoringInterval": settings.job_monitoring_interval,
+    }
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -34,6 +36,9 @@ from testbed.workload import replanned
 
 _CONFIRM_TIMEOUT = 5.0
 
+# (cell id, op sequence number, op id, job id suffix, at the front of the queue)
+Enqueue = Callable[[str, int, str, str, bool], None]
+
 
 class Recovery(StrEnum):
     """How a job abandoned by a killed worker comes back."""
@@ -43,37 +48,20 @@ class Recovery(StrEnum):
 
 
 @dataclass(slots=True)
-class KillRecord:
-    hit: str
-    op: str
-    attempt: int
-    boundary: str
-    fault: str
-    horse_pid: int
-    worker: str
-    killed_at: float
-    confirmed_ms: float
-    worker_pid: int | None = None
-    replayed_at: float | None = None
-    replayed_by: str = ""
-    replay_pid: int | None = None
-
-    @property
-    def replay_latency_ms(self) -> float | None:
-        return None if self.replayed_at is None else (self.replayed_at - self.killed_at) * 1000
-
-
-@dataclass(slots=True)
 class CellObservations:
-    """What the controller saw during one cell."""
+    """What the controller saw during one cell. Without `keep_history` it holds
+    counts and latencies only, so a long run's memory does not grow with it."""
 
+    keep_history: bool = True
     faults: int = 0
-    kills: list[KillRecord] = field(default_factory=list)
+    kill_count: int = 0
+    replay_latencies_ms: array[float] = field(default_factory=lambda: array("d"))
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     anomalies: list[str] = field(default_factory=list)
 
     def note(self, op: str, kind: str, at: float, **data: Any) -> None:
-        self.history.setdefault(op, []).append({"event": kind, "at": at, **data})
+        if self.keep_history:
+            self.history.setdefault(op, []).append({"event": kind, "at": at, **data})
 
 
 @dataclass(slots=True)
@@ -86,6 +74,8 @@ class _Cell:
     seen: CellObservations = field(default_factory=CellObservations)
     timeouts: dict[tuple[str, int], Hit] = field(default_factory=dict)  # waiting for the client to give up
     late: dict[str, Hit] = field(default_factory=dict)  # waiting for the next attempt's first answer
+    # op -> (killed at, attempt): killed, its next attempt not started yet
+    unreplayed: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 class Controller:
@@ -96,18 +86,25 @@ class Controller:
         supervisor: Supervisor,
         admin: ProviderAdmin,
         queue: str,
+        enqueue: Enqueue,
         recovery: Recovery = Recovery.FORCED,
+        history: bool = True,
     ) -> None:
         self._bus = bus
         self._redis = redis
         self._supervisor = supervisor
         self._admin = admin
         self._queue = queue
+        self._enqueue = enqueue
         self._recovery = recovery
+        self._history = history
         self._cells: dict[str, _Cell] = {}
 
     def begin(self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys) -> None:
-        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys)
+        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys, CellObservations(self._history))
+
+    def kills(self, cell_id: str) -> int:
+        return self._cells[cell_id].seen.kill_count
 
     def handle(self, message: Hit | Event) -> None:
         if isinstance(message, Hit):
@@ -147,10 +144,10 @@ class Controller:
             self._settle(cell, hit)
 
     def _armed(self, cell: _Cell, hit: Hit) -> Armed | None:
-        parts = hit.hit.split(":")
-        if len(parts) != 4 or not parts[1].isdigit():
+        seq = _seq(hit)
+        if seq is None:
             return None
-        for armed in cell.plan.armed(int(parts[1])):
+        for armed in cell.plan.armed(seq):
             if armed.attempt == hit.attempt and armed.boundary == hit.boundary and armed.fault == hit.fault:
                 return armed
         return None
@@ -172,21 +169,25 @@ class Controller:
                 raise RunFailure(f"pid(s) {victims} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
             time.sleep(0.001)
         confirmed_ms = (time.time() - killed_at) * 1000
-        record = KillRecord(
-            hit.hit, hit.op, hit.attempt, hit.boundary, hit.fault, hit.pid, owner.name, killed_at, confirmed_ms
-        )
         cell.seen.note(
-            hit.op, "killed", killed_at, attempt=hit.attempt, pids=victims, confirmedMs=round(confirmed_ms, 2)
+            hit.op,
+            "killed",
+            killed_at,
+            attempt=hit.attempt,
+            boundary=hit.boundary,
+            worker=owner.name,
+            pids=victims,
+            confirmedMs=round(confirmed_ms, 2),
         )
+        cell.seen.kill_count += 1
+        cell.unreplayed[hit.op] = (killed_at, hit.attempt)
         if whole_worker:
-            record.worker_pid = owner.pid
             owner.killed = True
             fresh = self._supervisor.replace(owner)
             cell.seen.note(hit.op, "worker-restarted", time.time(), dead=owner.name, fresh=fresh.name)
             if self._recovery is Recovery.FORCED:
                 requeued = force_recovery(self._redis, self._queue, owner.name)
                 cell.seen.note(hit.op, "recovered", time.time(), mode="forced", jobs=requeued)
-        cell.seen.kills.append(record)
 
     def _release(self, hit: Hit) -> None:
         """Tell the holding provider what to do, and wait until it has done it."""
@@ -197,11 +198,12 @@ class Controller:
             raise RunFailure(f"provider did not carry out {action} for {hit.hit}")
 
     def _settle(self, cell: _Cell, hit: Hit) -> None:
-        self._nemesis(cell, hit.op)
+        self._nemesis(cell, hit)
         self._bus.settle(hit.hit)
 
-    def _nemesis(self, cell: _Cell, op: str) -> None:
-        nemesis = cell.scenario.nemesis
+    def _nemesis(self, cell: _Cell, hit: Hit) -> None:
+        nemesis, op, seq = cell.scenario.nemesis, hit.op, _seq(hit)
+        assert seq is not None
         if nemesis is Nemesis.CHANGE_PAYLOAD:
             intent = json.loads(self._redis.hget(cell.keys.ops, op))
             intent["payload"] = replanned(intent["payload"])
@@ -210,6 +212,17 @@ class Controller:
             self._admin.advance_clock(cell.ledger, cell.scenario.contract.retention_seconds + 1)
         elif nemesis is Nemesis.WITHDRAW:
             self._admin.withdraw(cell.ledger, op)
+        elif nemesis is Nemesis.DUPLICATE:
+            # At the front: it races the held request now, not after the whole backlog.
+            self._enqueue(cell.id, seq, op, "d", True)
+        elif nemesis is Nemesis.REMINT:
+            # Same logical action and payload, a new identity: nothing links it to the first.
+            fresh = f"{op}:r1"
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hset(cell.keys.ops, fresh, self._redis.hget(cell.keys.ops, op))
+                pipe.hset(cell.keys.remints, op, json.dumps([fresh]))
+                pipe.execute()
+            self._enqueue(cell.id, seq, fresh, "r", False)
         if nemesis is not None:
             cell.seen.note(op, "nemesis", time.time(), action=nemesis.value)
 
@@ -222,9 +235,10 @@ class Controller:
         data = {"attempt": event.attempt, "pid": event.pid, "worker": event.worker, **event.data}
         cell.seen.note(event.op, event.kind, event.ts, **data)
         if event.kind == "attempt-start":
-            for record in cell.seen.kills:
-                if record.op == event.op and record.attempt < event.attempt and record.replayed_at is None:
-                    record.replayed_at, record.replayed_by, record.replay_pid = event.ts, event.worker, event.pid
+            killed = cell.unreplayed.get(event.op)
+            if killed is not None and killed[1] < event.attempt:
+                del cell.unreplayed[event.op]
+                cell.seen.replay_latencies_ms.append((event.ts - killed[0]) * 1000)
         elif event.kind == "call-timeout":
             hit = cell.timeouts.pop((event.op, event.attempt), None)
             if hit is not None:
@@ -241,6 +255,12 @@ class Controller:
             return self._cells[cell_id]
         except KeyError:
             raise RunFailure(f"a fault was hit in cell {cell_id!r}, which is not running") from None
+
+
+def _seq(hit: Hit) -> int | None:
+    """The op's sequence number, from the hit id (cell:seq:attempt:boundary)."""
+    parts = hit.hit.split(":")
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
 
 
 def force_recovery(redis: Redis, queue_name: str, dead_worker: str) -> list[str]:
@@ -267,7 +287,3 @@ def force_recovery(redis: Redis, queue_name: str, dead_worker: str) -> list[str]
         redis.zadd(registry.key, dict.fromkeys(mine, 1), xx=True)
         registry.cleanup(timestamp=1)
     return [key.rsplit(":", 1)[0] for key in mine]
-
-
-def kill_summary(records: list[KillRecord]) -> list[dict[str, Any]]:
-    return [{**asdict(r), "replayLatencyMs": r.replay_latency_ms} for r in records]

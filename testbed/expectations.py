@@ -32,7 +32,7 @@ from testbed.matrix import Cell
 from testbed.plan import Armed, Plan
 from testbed.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
 from testbed.workload import make_op, replanned
-from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt, drive
+from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt
 from workers.strategies import STRATEGIES, KeyMode, Lookup, Marker, Reply, Seen, Strategy
 
 # Enough pauses for any answer the abstract provider can give twice.
@@ -50,7 +50,8 @@ class Prediction:
 
 
 def inexact_fields(fault: Fault) -> frozenset[str]:
-    return frozenset({"requests", "lookups"}) if fault is Fault.LATE else frozenset()
+    """A request held in flight is polled for by the other attempt: how often depends on timing."""
+    return frozenset({"requests", "lookups"}) if fault in (Fault.LATE, Fault.HOLD) else frozenset()
 
 
 def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
@@ -60,7 +61,7 @@ def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
     kills = faults = 0
     for seq in range(1, ops + 1):
         facts, op_kills, op_faults = simulate_op(seq, plan.armed(seq), strategy, scenario, retries)
-        tally.add([facts])
+        tally.add(facts)
         kills += op_kills
         faults += op_faults
     return Prediction(tally, kills, faults, inexact_fields(cell.fault))
@@ -129,15 +130,21 @@ class _Provider:
 
 
 @dataclass(slots=True)
-class _Late:
+class _Held:
+    """A request the provider holds in flight, applied when the controller releases it."""
+
     key: str | None
     fp: str
     body: dict[str, Any]
+    reply: Reply | None = None
+
+
+_HELD = object()  # what a held Send answers while its attempt is suspended
 
 
 @dataclass(slots=True)
 class _Op:
-    """One op across its attempts: the local marker, the current payload, a held late request."""
+    """One op across its attempts: the local marker, the current payload, a held request."""
 
     id: str
     strategy: Strategy
@@ -145,10 +152,15 @@ class _Op:
     provider: _Provider
     payload: dict[str, Any]
     marker: Marker | None = None
-    late: _Late | None = None
+    held: _Held | None = None
+    attempts: int = 0
+    holds: int = 0
 
-    def attempt(self, number: int, fault: Armed | None) -> Result:
-        """Run one attempt; raises _Hit where the fault strikes."""
+    def attempt(self, fault: Armed | None, duplicate: Any = None) -> Result:
+        """Run the op's next attempt; raises _Hit where the fault strikes. A request
+        held for `duplicate` suspends this attempt while the duplicate runs."""
+        self.attempts += 1
+        number = self.attempts
         body = {"reference": self.id, **self.payload}
         fp = fingerprint(body)
         key = {KeyMode.NONE: None, KeyMode.STABLE: self.id, KeyMode.FRESH: f"{self.id}#{number}"}[self.strategy.key]
@@ -156,10 +168,10 @@ class _Op:
         contacted = False
 
         def answered(value: Any) -> Any:
-            # The controller lets a late request land once the next attempt got its first answer.
+            # The controller lets a held request land once the next attempt got its first answer.
             nonlocal contacted
             if not contacted:
-                self.release_late()
+                self.release()
             contacted = True
             return value
 
@@ -176,11 +188,15 @@ class _Op:
                 if early is not None:
                     return answered(early)
                 if fault is not None and fault.boundary is Boundary.BEFORE_EFFECT:
-                    if RULES[fault.fault].release[Boundary.BEFORE_EFFECT] is Release.APPLY:
-                        self.late = _Late(key, fp, body)
-                    else:
+                    rule = RULES[fault.fault]
+                    if rule.release[Boundary.BEFORE_EFFECT] is Release.DROP:
                         provider.drop(key)
-                    raise _Hit(fault)
+                        raise _Hit(fault)
+                    self.held = _Held(key, fp, body)
+                    if rule.client_gives_up:
+                        raise _Hit(fault)
+                    self.holds += 1
+                    return _HELD
                 reply = provider.apply(key, fp, body)
                 if fault is not None and fault.boundary is Boundary.AFTER_EFFECT:
                     raise _Hit(fault)
@@ -189,12 +205,25 @@ class _Op:
                 return answered(provider.read(self.scenario.read_path, fp))
             return None
 
-        return drive(attempt(self.strategy, _WAITS), do)
+        flow = attempt(self.strategy, _WAITS)
+        value = None
+        while True:
+            try:
+                step = flow.send(value)
+            except StopIteration as done:
+                return done.value
+            value = do(step)
+            if value is _HELD:
+                held = self.held
+                assert held is not None and duplicate is not None, "a hold needs a duplicate to release it"
+                duplicate()  # its first answer releases the held request
+                assert held.reply is not None
+                value = held.reply
 
-    def release_late(self) -> None:
-        if self.late is not None:
-            self.provider.apply(self.late.key, self.late.fp, self.late.body)
-            self.late = None
+    def release(self) -> None:
+        if self.held is not None:
+            held, self.held = self.held, None
+            held.reply = self.provider.apply(held.key, held.fp, held.body)
 
     def nemesis(self) -> None:
         """What the scenario changes after a fault, before the next attempt."""
@@ -206,39 +235,56 @@ class _Op:
         elif nemesis is Nemesis.WITHDRAW:
             self.provider.effects = [EffectRow(e.id, e.fingerprint, e.applied_at, True) for e in self.provider.effects]
 
+    def facts(self, intent: str, result: Result | None) -> OpFacts:
+        provider = self.provider
+        return OpFacts(
+            op=self.id,
+            intent=intent,
+            attempts=self.attempts,
+            effects=len(provider.effects),
+            withdrawn=sum(e.withdrawn for e in provider.effects),
+            declined=provider.declined,
+            sends=provider.sends,
+            lookups=provider.lookups,
+            outcome=None if result is None else result.outcome,
+            detail="" if result is None else result.detail,
+            job_failed=result is None,
+        )
+
 
 def simulate_op(
     seq: int, armed: tuple[Armed, ...], strategy: Strategy, scenario: Scenario, retries: int
-) -> tuple[OpFacts, int, int]:
-    """One op through all its attempts: (facts, kills, faults)."""
+) -> tuple[list[OpFacts], int, int]:
+    """One logical action through all its attempts: (facts of every op made for it, kills, faults)."""
     made = make_op(seq, 0, declined=scenario.declines_faulted_ops and bool(armed))
     op = _Op(made.id, strategy, scenario, _Provider(scenario.contract), made.payload)
     by_attempt = {a.attempt: a for a in armed}
-    kills = faults = attempts = 0
+    kills = faults = 0
     result: Result | None = None
+    reminted: _Op | None = None
+
+    def duplicate() -> None:
+        # The same op identity enqueued again: a job of its own, same marker, same provider record.
+        # Its first answer releases the held request; so does its end, if it never asks.
+        op.attempt(None)
+        op.release()
+
     for number in range(1, retries + 2):
-        attempts = number
         try:
-            result = op.attempt(number, by_attempt.get(number))
+            result = op.attempt(by_attempt.get(number), duplicate if scenario.nemesis is Nemesis.DUPLICATE else None)
         except _Hit as hit:
             faults += 1
             kills += RULES[hit.armed.fault].kills_horse
+            if scenario.nemesis is Nemesis.REMINT and reminted is None:
+                # A new identity: its own marker, its own record (and key) at the provider.
+                reminted = _Op(f"{made.id}:r1", strategy, scenario, _Provider(scenario.contract), op.payload)
             op.nemesis()
             continue
         break
-    op.release_late()  # the job is over: the controller releases what it still holds
-    provider = op.provider
-    facts = OpFacts(
-        op=made.id,
-        intent=made.intent,
-        attempts=attempts,
-        effects=len(provider.effects),
-        withdrawn=sum(e.withdrawn for e in provider.effects),
-        declined=provider.declined,
-        sends=provider.sends,
-        lookups=provider.lookups,
-        outcome=None if result is None else result.outcome,
-        detail="" if result is None else result.detail,
-        job_failed=result is None,
-    )
+    faults += op.holds
+    op.release()  # the job is over: the controller releases what it still holds
+    # The held job resumes after its duplicate has answered, so its conclusion is the last one.
+    facts = [op.facts(made.intent, result)]
+    if reminted is not None:
+        facts.append(reminted.facts(made.intent, reminted.attempt(None)))
     return facts, kills, faults

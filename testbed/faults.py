@@ -24,6 +24,7 @@ class Fault(StrEnum):
     KILL_WORKER = "kill-worker"
     TIMEOUT = "timeout"
     LATE = "late"
+    HOLD = "hold"
 
 
 class Release(StrEnum):
@@ -58,6 +59,8 @@ class FaultRule:
     settle: Settle
     # What the provider does with a held request, per provider-side boundary.
     release: dict[Boundary, Release]
+    # The client stops waiting (its call times out) while the provider holds it.
+    client_gives_up: bool = True
 
 
 _KILL_RELEASE = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
@@ -80,6 +83,17 @@ RULES: dict[Fault, FaultRule] = {
         Trigger.NEXT_CONTACT,
         Settle.AT_HIT,
         {Boundary.BEFORE_EFFECT: Release.APPLY},
+    ),
+    # Held, unanswered, while the op's next attempt (a duplicate job) runs; then applied
+    # and answered. Only with the duplicate-enqueue scenario.
+    Fault.HOLD: FaultRule(
+        (Boundary.BEFORE_EFFECT,),
+        False,
+        False,
+        Trigger.NEXT_CONTACT,
+        Settle.AT_HIT,
+        {Boundary.BEFORE_EFFECT: Release.APPLY},
+        client_gives_up=False,
     ),
 }
 

@@ -81,6 +81,11 @@ class CellKeys:
         return f"{self.base}:outcomes"
 
     @property
+    def remints(self) -> str:
+        """op id -> the ids the planner re-created it under."""
+        return f"{self.base}:remints"
+
+    @property
     def attempts(self) -> str:
         return f"{self.base}:attempts"
 

@@ -14,16 +14,24 @@ from workers.strategies import ARTICLE_STRATEGIES
 @dataclass(frozen=True, slots=True)
 class Cell:
     strategy: str
-    boundary: Boundary | None  # None: the control, no fault armed
+    boundary: Boundary | None  # None: the control, no fault armed (unless spread)
     fault: Fault = Fault.KILL
     scenario: str = "none"
+    spread: bool = False  # load: faults strike at boundaries drawn by the plan, not at `boundary`
+
+    @property
+    def where(self) -> str:
+        return "random" if self.spread else boundary_label(self.boundary)
+
+    @property
+    def injected(self) -> bool:
+        return self.spread or self.boundary is not None
 
     @property
     def label(self) -> str:
-        where = boundary_label(self.boundary)
         extra = "" if self.scenario == "none" else f", {self.scenario}"
-        fault = "" if self.boundary is None else f" ({self.fault}{extra})"
-        return f"{self.strategy} @ {where}{fault}"
+        fault = f" ({self.fault}{extra})" if self.injected else ""
+        return f"{self.strategy} @ {self.where}{fault}"
 
 
 def grid(
@@ -56,5 +64,6 @@ def full() -> list[Cell]:
     """Every meaningful cell: each scenario at the boundaries and faults where it says something."""
     cells = grid(SCENARIOS["none"].strategies, (None,), (Fault.KILL,), ("none",))
     for scenario in SCENARIOS.values():
-        cells += grid(scenario.strategies, scenario.boundaries, scenario.faults, (scenario.name,))
+        if scenario.in_full_matrix:
+            cells += grid(scenario.strategies, scenario.boundaries, scenario.faults, (scenario.name,))
     return cells

@@ -4,6 +4,7 @@ jobs it gave up on. Streams in chunks, so memory does not grow with the run."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from redis import Redis
@@ -18,36 +19,47 @@ CHUNK = 1000
 
 
 def job_id(cell_id: str, seq: int) -> str:
+    """An op's job; a job the planner adds for it has a suffix (`-d` duplicate, `-r` re-minted)."""
     return f"{cell_id}-{seq}"
 
 
 def op_facts(
     redis: Redis, keys: CellKeys, log: LogReader, ledger: str, cell_id: str, ops: int, failed: set[str]
 ) -> Iterator[list[OpFacts]]:
-    """Per logical action, the facts of every op created for it."""
+    """Per logical action, the facts of every op (identity) created for it."""
+    failed_jobs = {(int(parts[1]), parts[2] if len(parts) > 2 else "") for parts in (j.split("-") for j in failed)}
     for start in range(1, ops + 1, CHUNK):
         seqs = range(start, min(ops, start + CHUNK - 1) + 1)
         ids = [op_id(seq) for seq in seqs]
+        reminted = {op: json.loads(raw) for op, raw in zip(ids, redis.hmget(keys.remints, ids), strict=True) if raw}
+        every = ids + [r for rs in reminted.values() for r in rs]
         with redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.outcomes, ids)
-            pipe.hmget(keys.attempts, ids)
+            pipe.hmget(keys.outcomes, every)
+            pipe.hmget(keys.attempts, every)
             outcomes, attempts = pipe.execute()
-        records = log.records(ledger, ids)
-        for seq, op, outcome, tries in zip(seqs, ids, outcomes, attempts, strict=True):
-            record = records.get(op, ReferenceRecord())
-            state, _, detail = (outcome or b"").decode().partition("|")
-            yield [
-                OpFacts(
-                    op=op,
-                    intent=op,
-                    attempts=int(tries or 0),
-                    effects=record.effects,
-                    withdrawn=record.withdrawn,
-                    declined=record.declined,
-                    sends=record.sends,
-                    lookups=record.lookups,
-                    outcome=Outcome(state) if state else None,
-                    detail=detail,
-                    job_failed=job_id(cell_id, seq) in failed,
-                )
-            ]
+        local = dict(zip(every, zip(outcomes, attempts, strict=True), strict=True))
+        records = log.records(ledger, every)
+        for seq, op in zip(seqs, ids, strict=True):
+            made = [(op, (seq, "") in failed_jobs or (seq, "d") in failed_jobs)]
+            made += [(again, (seq, "r") in failed_jobs) for again in reminted.get(op, [])]
+            yield [_facts(name, op, local[name], records.get(name, ReferenceRecord()), lost) for name, lost in made]
+
+
+def _facts(
+    op: str, intent: str, local: tuple[bytes | None, bytes | None], record: ReferenceRecord, job_failed: bool
+) -> OpFacts:
+    outcome, tries = local
+    state, _, detail = (outcome or b"").decode().partition("|")
+    return OpFacts(
+        op=op,
+        intent=intent,
+        attempts=int(tries or 0),
+        effects=record.effects,
+        withdrawn=record.withdrawn,
+        declined=record.declined,
+        sends=record.sends,
+        lookups=record.lookups,
+        outcome=Outcome(state) if state else None,
+        detail=detail,
+        job_failed=job_failed,
+    )

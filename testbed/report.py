@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import resource
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,7 @@ def differences(rows: Sequence[Row]) -> str:
     lines = []
     for row in rows:
         if not row.passed:
-            details = "; ".join([str(d) for d in row.differences] + row.anomalies)
+            details = "; ".join(row.problems)
             lines.append(f"DIFFERS  {row.cell.label}: {details}")
     return "\n".join(lines)
 
@@ -71,3 +73,26 @@ def write_results(path: Path, meta: dict[str, Any], rows: Sequence[Row]) -> None
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(document, indent=2) + "\n")
     tmp.replace(path)
+
+
+def load_table(rows: Sequence[Row], note: str) -> str:
+    """One line per strategy: what the provider recorded, what the strategy promises, and how fast."""
+    grid = [["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]]
+    for row in rows:
+        c = row.counts
+        rate = (c.intended + c.replays) / row.wall_seconds if row.wall_seconds else 0.0
+        verdict = "holds" if row.passed else "BROKEN"
+        grid.append(
+            [row.cell.strategy]
+            + [str(n) for n in (c.effects, c.duplicate_effects, c.missing_operations, c.unresolved)]
+            + [str(c.false_completions), str(row.kills), f"{rate:.0f}", verdict]
+        )
+    widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
+    lines = ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
+    return "\n".join([f"load: {note}", *lines])
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports kilobytes, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)

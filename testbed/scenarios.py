@@ -29,6 +29,8 @@ class Nemesis(StrEnum):
     CHANGE_PAYLOAD = "change-payload"  # the planner re-plans the op with other arguments, same identity
     EXPIRE_KEYS = "expire-keys"  # the provider clock moves past the key retention window
     WITHDRAW = "withdraw"  # the effect of the killed attempt is withdrawn at the provider
+    DUPLICATE = "duplicate"  # the planner enqueues the same op identity again while it is in flight
+    REMINT = "remint"  # the planner re-creates the op under a new identity (the queue retries too)
 
 
 class ReadPath(StrEnum):
@@ -48,6 +50,8 @@ class Scenario:
     boundaries: tuple[Boundary, ...] = (Boundary.AFTER_EFFECT,)
     faults: tuple[Fault, ...] = (Fault.KILL,)
     strategies: tuple[str, ...] = _CAREFUL
+    client_timeout: float | None = None  # None: the run's --client-timeout
+    in_full_matrix: bool = True
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -94,9 +98,33 @@ SCENARIOS: dict[str, Scenario] = {
             "the provider ignores Idempotency-Key",
             contract=Contract(dedup=False),
         ),
+        # Concurrency: the same op runs twice at once, or returns under a new identity.
+        Scenario(
+            "duplicate-enqueue",
+            "the planner enqueues the same op again while the first run's request is in flight",
+            nemesis=Nemesis.DUPLICATE,
+            boundaries=(Boundary.BEFORE_EFFECT,),
+            faults=(Fault.HOLD,),
+            strategies=_ALL,
+            # The held client waits for the duplicate to start; it must not give up first.
+            client_timeout=10.0,
+            in_full_matrix=False,
+        ),
+        Scenario(
+            "remint",
+            "after the crash the planner re-creates the op under a new identity; the queue retries too",
+            nemesis=Nemesis.REMINT,
+            in_full_matrix=False,
+        ),
     )
 }
 
 
 def parse_scenario(name: str) -> Scenario:
     return pick("scenario", name, SCENARIOS)
+
+
+def check_fault(scenario: Scenario, fault: Fault) -> None:
+    """The hold fault exists for the duplicate-enqueue scenario, and that scenario needs it."""
+    if (fault is Fault.HOLD) != (scenario.nemesis is Nemesis.DUPLICATE):
+        raise ValueError(f"scenario {scenario.name} runs with fault {', '.join(scenario.faults)}, not {fault}")

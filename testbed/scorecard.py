@@ -7,7 +7,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.boundaries import boundary_label
 from testbed.checker import COUNT_FIELDS, Counts, HeldOp
 from testbed.expectations import Prediction
 from testbed.matrix import Cell
@@ -92,6 +91,7 @@ class Row:
     held: list[HeldOp] = field(default_factory=list)
     replay_latency_ms: dict[str, float] | None = None
     anomalies: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # invariants a load row breaks
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -104,15 +104,19 @@ class Row:
         return compare(self.expected, self.observed)
 
     @property
+    def problems(self) -> list[str]:
+        return [str(d) for d in self.differences] + self.anomalies + self.broken
+
+    @property
     def passed(self) -> bool:
-        return not self.differences and not self.anomalies
+        return not self.problems
 
     def to_json(self) -> dict[str, Any]:
         c = self.counts
         row: dict[str, Any] = {
             "strategy": self.cell.strategy,
-            "boundary": boundary_label(self.cell.boundary),
-            "injected": self.cell.boundary is not None,
+            "boundary": self.cell.where,
+            "injected": self.cell.injected,
             "intended": c.intended,
             "requests": c.requests,
             "kills": self.kills,
@@ -120,7 +124,7 @@ class Row:
             "duplicateEffects": c.duplicate_effects,
             "missingOperations": c.missing_operations,
             "skippedWithoutEffect": c.skipped_without_effect,
-            "fault": self.cell.fault.value if self.cell.boundary is not None else "none",
+            "fault": self.cell.fault.value if self.cell.injected else "none",
             "scenario": self.cell.scenario,
             "workers": self.workers,
             "faults": self.faults,
@@ -131,7 +135,7 @@ class Row:
         row["wallSeconds"] = round(self.wall_seconds, 3)
         row["expected"] = {camel(k): v for k, v in self.expected.counts.items() if k not in self.expected.inexact}
         row["verdict"] = "pass" if self.passed else "fail"
-        row["differences"] = [str(d) for d in self.differences] + self.anomalies
+        row["differences"] = self.problems
         row["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in self.held]
         row.update(self.extra)
         return row

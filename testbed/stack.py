@@ -73,9 +73,7 @@ class Stack:
             self.redis = _connect(self.redis_url)
         self.bus = Bus(self.redis, self.keys)
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
-        self.supervisor = Supervisor(
-            self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, f"tb-{self.run_id}", o.settings
-        )
+        self.supervisor = Supervisor(self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings)
         self._exit.callback(self._stop_services)
         self.provider.launch()
         self.supervisor.start(o.workers)

@@ -38,14 +38,11 @@ class WorkerProcess:
 
 
 class Supervisor:
-    def __init__(
-        self, workdir: Path, redis_url: str, rq_prefix: str, queue: str, name_prefix: str, settings: WorkerSettings
-    ) -> None:
+    def __init__(self, workdir: Path, redis_url: str, rq_prefix: str, queue: str, settings: WorkerSettings) -> None:
         self._dir = workdir / "workers"
         self._dir.mkdir(exist_ok=True)
         self._redis_url = redis_url
         self._queue = queue
-        self._name_prefix = name_prefix
         self._settings = settings
         self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, "TESTBED_PARENT_PID": str(os.getpid())}
         self._started = 0
@@ -58,7 +55,8 @@ class Supervisor:
 
     def _spawn(self) -> WorkerProcess:
         self._started += 1
-        name = f"{self._name_prefix}-w{self._started}"
+        # RQ's worker registry lives under the run's prefix: names need only be unique within the run.
+        name = f"w{self._started}"
         s = self._settings
         argv = [sys.executable, "-m", "workers", "--url", self._redis_url, "--name", name]
         argv += ["--worker-ttl", str(s.worker_ttl), "--maintenance-interval", str(s.maintenance_interval)]
