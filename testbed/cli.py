@@ -95,13 +95,27 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
     return timeout
 
 
-def _finish(session: Any, json_path: Path, options: dict[str, Any], seed: int) -> int:
+def _run(stack: StackOptions, mode: str, tick: Any = None, **fields: Any) -> Any:
+    """A session with `RunOptions(**fields)`: the runner (and with it rq) is
+    imported only once the run's key prefix is set."""
+    from testbed import session
+
+    def options() -> Any:
+        from testbed.controller import Recovery
+        from testbed.runner import RunOptions
+
+        return RunOptions(recovery=Recovery(mode), **fields)
+
+    return session.execute(stack, options, tick)
+
+
+def _finish(ran: Any, json_path: Path, options: dict[str, Any], seed: int) -> int:
     from testbed import report
 
-    report.write_results(json_path, session.meta(options, seed), session.rows)
-    passed = sum(r.passed for r in session.rows)
-    total = len(session.rows)
-    print(f"{passed}/{total} cells as expected; wall {session.wall:.1f} s; results in {json_path}")
+    report.write_results(json_path, ran.meta(options, seed), ran.rows)
+    passed = sum(r.passed for r in ran.rows)
+    total = len(ran.rows)
+    print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {json_path}")
     return 0 if passed == total else 1
 
 
@@ -149,27 +163,21 @@ def chaos(
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
-    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
-    from testbed import report, session
+    from testbed import report
 
-    def options() -> Any:
-        from testbed.controller import Recovery
-        from testbed.runner import RunOptions
-
-        return RunOptions(
-            cells=cells,
-            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
-            ops=ops,
-            retries=retries,
-            seed=seed,
-            client_timeout=client_timeout,
-            recovery=Recovery(mode),
-            cell_timeout=timeout,
-            parallel=parallel,
-            overrides=overrides,
-        )
-
-    ran = session.execute(stack, options)
+    ran = _run(
+        stack,
+        mode,
+        cells=cells,
+        plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+        ops=ops,
+        retries=retries,
+        seed=seed,
+        client_timeout=client_timeout,
+        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
+        parallel=parallel,
+        overrides=overrides,
+    )
     plural = "retry" if retries == 1 else "retries"
     print(
         report.tables(ran.rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
@@ -219,25 +227,19 @@ def replay(
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
-    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
-    from testbed import session, timeline
+    from testbed import timeline
 
-    def options() -> Any:
-        from testbed.controller import Recovery
-        from testbed.runner import RunOptions
-
-        return RunOptions(
-            cells=cells,
-            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
-            ops=ops,
-            retries=retries,
-            seed=seed,
-            recovery=Recovery(mode),
-            cell_timeout=timeout,
-            parallel=1,
-        )
-
-    ran = session.execute(stack, options)
+    ran = _run(
+        stack,
+        mode,
+        cells=cells,
+        plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+        ops=ops,
+        retries=retries,
+        seed=seed,
+        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
+        parallel=1,
+    )
     row = ran.rows[0]
     print(timeline.render(row.extra.get("history", {})))
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
@@ -292,29 +294,24 @@ def load(
     )
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
-    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
-    from testbed import invariants, live, report, session
-
-    def options() -> Any:
-        from testbed.controller import Recovery
-        from testbed.runner import RunOptions
-
-        return RunOptions(
-            cells=cells,
-            plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
-            ops=ops,
-            retries=retries,
-            seed=seed,
-            client_timeout=client_timeout,
-            recovery=Recovery(mode),
-            cell_timeout=timeout,
-            parallel=1,
-            window=window,
-            history=False,
-        )
+    from testbed import invariants, live, report
 
     line = live.LiveLine()
-    ran = session.execute(stack, options, tick=line)
+    ran = _run(
+        stack,
+        mode,
+        line,
+        cells=cells,
+        plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
+        ops=ops,
+        retries=retries,
+        seed=seed,
+        client_timeout=client_timeout,
+        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
+        parallel=1,
+        window=window,
+        history=False,
+    )
     line.clear()
     for row in ran.rows:
         row.broken = invariants.broken(row.cell.strategy, row.counts)

@@ -32,7 +32,7 @@ from testbed.matrix import Cell
 from testbed.plan import Armed, Plan
 from testbed.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
 from testbed.workload import make_op, replanned
-from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt
+from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt, drive
 from workers.strategies import STRATEGIES, KeyMode, Lookup, Marker, Reply, Seen, Strategy
 
 # Enough pauses for any answer the abstract provider can give twice.
@@ -139,9 +139,6 @@ class _Held:
     reply: Reply | None = None
 
 
-_HELD = object()  # what a held Send answers while its attempt is suspended
-
-
 @dataclass(slots=True)
 class _Op:
     """One op across its attempts: the local marker, the current payload, a held request."""
@@ -157,8 +154,8 @@ class _Op:
     holds: int = 0
 
     def attempt(self, fault: Armed | None, duplicate: Any = None) -> Result:
-        """Run the op's next attempt; raises _Hit where the fault strikes. A request
-        held for `duplicate` suspends this attempt while the duplicate runs."""
+        """Run the op's next attempt; raises _Hit where the fault strikes. While a
+        request of this attempt is held, `duplicate` runs the op's duplicate job."""
         self.attempts += 1
         number = self.attempts
         body = {"reference": self.id, **self.payload}
@@ -195,8 +192,13 @@ class _Op:
                     self.held = _Held(key, fp, body)
                     if rule.client_gives_up:
                         raise _Hit(fault)
+                    # The client keeps waiting while the duplicate runs; its first answer releases this request.
                     self.holds += 1
-                    return _HELD
+                    held = self.held
+                    assert duplicate is not None, "a hold needs a duplicate to release it"
+                    duplicate()
+                    assert held.reply is not None
+                    return held.reply
                 reply = provider.apply(key, fp, body)
                 if fault is not None and fault.boundary is Boundary.AFTER_EFFECT:
                     raise _Hit(fault)
@@ -205,20 +207,7 @@ class _Op:
                 return answered(provider.read(self.scenario.read_path, fp))
             return None
 
-        flow = attempt(self.strategy, _WAITS)
-        value = None
-        while True:
-            try:
-                step = flow.send(value)
-            except StopIteration as done:
-                return done.value
-            value = do(step)
-            if value is _HELD:
-                held = self.held
-                assert held is not None and duplicate is not None, "a hold needs a duplicate to release it"
-                duplicate()  # its first answer releases the held request
-                assert held.reply is not None
-                value = held.reply
+        return drive(attempt(self.strategy, _WAITS), do)
 
     def release(self) -> None:
         if self.held is not None:

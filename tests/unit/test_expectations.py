@@ -141,3 +141,33 @@ def test_full_matrix_is_covered_by_the_model():
     assert {c.scenario for c in cells} == {name for name, s in SCENARIOS.items() if s.in_full_matrix}
     for cell in cells:
         assert expect(cell, ops=20).tally.counts.intended == 20
+
+
+@pytest.mark.parametrize(
+    ("strategy", "effects"),
+    [
+        ("provider-key", 100),  # the duplicate is told 409, waits, gets the replay
+        ("retry-only", 110),
+        ("record-after", 110),  # the duplicate starts before the first has recorded anything
+        ("record-before", 100),  # the duplicate reads the claim and skips
+        ("reconcile", 100),  # the duplicate finds the request in flight, waits, then finds the effect
+        ("fresh-key", 110),
+    ],
+)
+def test_duplicate_enqueue(strategy, effects):
+    prediction = expect(Cell(strategy, B.BEFORE_EFFECT, Fault.HOLD, "duplicate-enqueue"))
+    c = prediction.tally.counts
+    assert (c.effects, c.missing_operations, c.unresolved, prediction.kills, prediction.faults) == (
+        effects,
+        0,
+        0,
+        0,
+        10,
+    )
+    assert prediction.inexact == {"requests", "lookups"}
+
+
+@pytest.mark.parametrize(("strategy", "effects"), [("provider-key", 110), ("reconcile", 110), ("retry-only", 120)])
+def test_remint_makes_a_new_identity_and_so_a_new_effect(strategy, effects):
+    c = expect(Cell(strategy, B.AFTER_EFFECT, Fault.KILL, "remint")).tally.counts
+    assert (c.intended, c.effects, c.duplicate_effects, c.missing_operations) == (100, effects, effects - 100, 0)
