@@ -69,7 +69,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
         if isinstance(step, At):
             probe.at(step.boundary)
         elif isinstance(step, ReadMarker):
-            # Read in the job's first round trip: nothing can have written it since.
+            # Read in the job's first round trip, right at its start, where the flow asks for it.
             return Marker.decode(raw_marker)
         elif isinstance(step, WriteMarker):
             ledger.write(op, step.marker)
@@ -102,6 +102,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     except BaseException as exc:
         probe.event("attempt-end", outcome="error", error=type(exc).__name__)
         raise
-    ledger.finish(op, result)
+    # Reported before the job counts as ended: the run judges a cell once all its jobs have.
     probe.event("attempt-end", outcome=result.outcome.value, detail=result.detail)
+    ledger.finish(op, result)
     return result.outcome.value

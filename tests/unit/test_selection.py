@@ -1,0 +1,50 @@
+"""From command-line choices to cells."""
+
+import pytest
+
+from testbed.boundaries import Boundary
+from testbed.errors import UsageError
+from testbed.faults import Fault
+from testbed.selection import parse_expect, select_cells
+
+
+def test_default_is_the_articles_twelve_cells():
+    cells = select_cells("article", None, None, None, None)
+    assert len(cells) == 12
+    assert {c.boundary for c in cells} == {None, Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT}
+
+
+def test_options_narrow_the_grid():
+    cells = select_cells("article", ["reconcile"], [Boundary.JOB_START, None], [Fault.KILL], None)
+    assert [c.label for c in cells] == ["reconcile @ job-start (kill)", "reconcile @ none"]
+
+
+def test_a_scenario_brings_its_fault():
+    cells = select_cells("article", ["provider-key"], None, None, ["duplicate-enqueue"])
+    injected = [c for c in cells if c.injected]
+    assert [(c.boundary, c.fault) for c in injected] == [(Boundary.BEFORE_EFFECT, Fault.HOLD)]
+
+
+@pytest.mark.parametrize(
+    ("faults", "scenarios", "message"),
+    [
+        ([Fault.HOLD], None, "scenario none runs with fault"),
+        ([Fault.KILL], ["duplicate-enqueue"], "scenario duplicate-enqueue runs with fault hold, not kill"),
+    ],
+)
+def test_hold_and_duplicate_enqueue_go_together(faults, scenarios, message):
+    with pytest.raises(UsageError, match=message):
+        select_cells("article", None, [Boundary.BEFORE_EFFECT], faults, scenarios)
+
+
+def test_full_matrix_narrowed_by_fault():
+    cells = select_cells("full", None, None, [Fault.LATE], None)
+    assert {c.fault for c in cells if c.injected} == {Fault.LATE}
+
+
+def test_expectations_from_the_command_line():
+    assert parse_expect(["retry-only@after-effect=100/0"]) == {
+        ("retry-only", "after-effect"): {"effects": 100, "missing_operations": 0}
+    }
+    with pytest.raises(UsageError, match="unknown boundary 'middle'"):
+        parse_expect(["retry-only@middle=1/0"])
