@@ -2,9 +2,10 @@
 
     python bench/replay_latency.py [--ops 20] [--every 5] [--rq-default]
 
-Each mode is one `testbed replay` run (provider-key, kill at after-effect);
-the latency runs from the confirmed SIGKILL to the start of the next attempt,
-so it includes RQ noticing, requeueing and the wait behind the queue.
+Each mode is one `testbed replay` run (provider-key, kill at after-effect).
+"requeued" runs from the SIGKILL to the moment the job is back in the queue
+(RQ noticing and requeueing it); "replayed" to the start of the next attempt,
+so it adds the wait behind the queue and for a free worker.
 RQ's default settings take over 10 minutes per kill: `--rq-default` adds them.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,17 @@ MODES = [
     ("kill-worker + forced recovery", ["--fault", "kill-worker", "--recovery", "forced"]),
     ("kill-worker + rq recovery, tuned", ["--fault", "kill-worker", "--recovery", "rq", *TUNED]),
 ]
+
+
+def _killed(events: list[dict]) -> dict | None:
+    return next((e for e in events if e["event"] == "killed"), None)
+
+
+def _requeue_ms(events: list[dict]) -> float:
+    killed = _killed(events)
+    assert killed is not None
+    again = next(e for e in events if e["event"] == "attempt-start" and e["attempt"] > killed["attempt"])
+    return (again["enqueuedAt"] - killed["at"]) * 1000
 
 
 def main() -> None:
@@ -39,15 +52,18 @@ def main() -> None:
     )
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
-        print(f"{'mode':36} kills   min ms   median ms   p99 ms    max ms")
+        print(f"{'mode':34} kills  requeued ms (median, max)  replayed ms (min / median / p99 / max)")
         for name, extra in modes:
             out = work / "replay.json"
             argv = [sys.executable, "-m", "testbed", "replay", "--ops", str(args.ops), "--every", str(args.every)]
-            subprocess.run([*argv, *extra, "--json", str(out)], check=True, stdout=subprocess.DEVNULL)
+            quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+            subprocess.run([*argv, *extra, "--json", str(out)], check=True, **quiet)
             row = json.loads(out.read_text())["rows"][0]
+            requeued = sorted(_requeue_ms(events) for events in row["history"].values() if _killed(events))
             stats = row["replayLatencyMs"]
-            figures = "".join(f"{stats[k]:>10.1f}" for k in ("min", "median", "p99", "max"))
-            print(f"{name:36} {row['kills']:>5}{figures}")
+            replayed = " / ".join(f"{stats[k]:.1f}" for k in ("min", "median", "p99", "max"))
+            back = f"{statistics.median(requeued):>10.1f} {requeued[-1]:>10.1f}"
+            print(f"{name:34} {row['kills']:>5}  {back}      {replayed}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
