@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,15 +315,3 @@ class LogReader:
         ):
             out.setdefault(ref, {}).update(sends=sends, declined=declined, lookups=lookups)
         return {ref: ReferenceRecord(**fields) for ref, fields in out.items()}
-
-    def totals(self, ledger: str) -> dict[str, int]:
-        effects = self._db.execute("SELECT COUNT(*) FROM effects WHERE ledger = ?", (ledger,)).fetchone()[0]
-        sends, lookups = self._db.execute(
-            "SELECT COALESCE(SUM(kind = 'send'), 0), COALESCE(SUM(kind != 'send'), 0) FROM requests WHERE ledger = ?",
-            (ledger,),
-        ).fetchone()
-        return {"effects": effects, "sends": sends, "lookups": lookups}
-
-    def references(self, ledger: str) -> Iterator[str]:
-        for (ref,) in self._db.execute("SELECT DISTINCT reference FROM effects WHERE ledger = ?", (ledger,)):
-            yield ref

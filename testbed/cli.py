@@ -95,16 +95,19 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
     return timeout
 
 
-def _run(stack: StackOptions, mode: str, tick: Any = None, **fields: Any) -> Any:
-    """A session with `RunOptions(**fields)`: the runner (and with it rq) is
+def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeout: float | None, **fields: Any) -> Any:
+    """A session with `RunOptions(...)`: the runner (and with it rq) is
     imported only once the run's key prefix is set."""
     from testbed import session
+
+    tick = fields.pop("tick", None)
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
 
     def options() -> Any:
         from testbed.controller import Recovery
         from testbed.runner import RunOptions
 
-        return RunOptions(recovery=Recovery(mode), **fields)
+        return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
 
     return session.execute(stack, options, tick)
 
@@ -168,13 +171,13 @@ def chaos(
     ran = _run(
         stack,
         mode,
-        cells=cells,
+        cells,
+        ops,
+        cell_timeout,
         plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
-        ops=ops,
         retries=retries,
         seed=seed,
         client_timeout=client_timeout,
-        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
         parallel=parallel,
         overrides=overrides,
     )
@@ -229,17 +232,8 @@ def replay(
     )
     from testbed import timeline
 
-    ran = _run(
-        stack,
-        mode,
-        cells=cells,
-        plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
-        ops=ops,
-        retries=retries,
-        seed=seed,
-        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
-        parallel=1,
-    )
+    plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
+    ran = _run(stack, mode, cells, ops, cell_timeout, plan=plan, retries=retries, seed=seed)
     row = ran.rows[0]
     print(timeline.render(row.extra.get("history", {})))
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
@@ -300,14 +294,14 @@ def load(
     ran = _run(
         stack,
         mode,
-        line,
-        cells=cells,
+        cells,
+        ops,
+        cell_timeout,
+        tick=line,
         plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
-        ops=ops,
         retries=retries,
         seed=seed,
         client_timeout=client_timeout,
-        cell_timeout=_cell_timeout(cell_timeout, ops, cells, mode, stack.settings),
         parallel=1,
         window=window,
         history=False,

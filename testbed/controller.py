@@ -25,7 +25,7 @@ from redis import Redis
 from testbed.boundaries import Boundary
 from testbed.bus import Bus, Event, Hit
 from testbed.errors import RunFailure
-from testbed.faults import RULES, Fault, Release, Trigger
+from testbed.faults import RULES, Fault, Release, Settle, Trigger
 from testbed.keys import CellKeys
 from testbed.plan import Armed, Plan
 from testbed.procs import gone
@@ -134,14 +134,14 @@ class Controller:
         cell.seen.note(hit.op, "hit", hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid)
         if rule.kills_horse:
             self._kill(cell, hit, whole_worker=rule.kills_worker)
-            if hit.side == "provider":
-                self._release(hit)
+        if rule.settle is Settle.AT_HIT:
             self._settle(cell, hit)
+        if rule.trigger is Trigger.KILLED:
+            self._let_go(cell, hit)
         elif rule.trigger is Trigger.CLIENT_TIMED_OUT:
             cell.timeouts[(hit.op, hit.attempt)] = hit
         else:
             cell.late[hit.op] = hit
-            self._settle(cell, hit)
 
     def _armed(self, cell: _Cell, hit: Hit) -> Armed | None:
         seq = _seq(hit)
@@ -188,6 +188,13 @@ class Controller:
             if self._recovery is Recovery.FORCED:
                 requeued = force_recovery(self._redis, self._queue, owner.name)
                 cell.seen.note(hit.op, "recovered", time.time(), mode="forced", jobs=requeued)
+
+    def _let_go(self, cell: _Cell, hit: Hit) -> None:
+        """The fault's trigger came: release a held request, then settle if the rule says so."""
+        if hit.side == "provider":
+            self._release(hit)
+        if RULES[Fault(hit.fault)].settle is Settle.AT_RELEASE:
+            self._settle(cell, hit)
 
     def _release(self, hit: Hit) -> None:
         """Tell the holding provider what to do, and wait until it has done it."""
@@ -242,13 +249,12 @@ class Controller:
         elif event.kind == "call-timeout":
             hit = cell.timeouts.pop((event.op, event.attempt), None)
             if hit is not None:
-                self._release(hit)
-                self._settle(cell, hit)
+                self._let_go(cell, hit)
         elif event.kind in ("contact", "attempt-end"):
             late = cell.late.get(event.op)
             if late is not None and event.attempt > late.attempt:
                 del cell.late[event.op]
-                self._release(late)
+                self._let_go(cell, late)
 
     def _cell_of(self, cell_id: str) -> _Cell:
         try:

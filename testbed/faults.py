@@ -100,10 +100,3 @@ RULES: dict[Fault, FaultRule] = {
 
 def parse_fault(text: str) -> Fault:
     return pick("fault", text, {f.value: f for f in Fault})
-
-
-def check_applies(fault: Fault, boundary: Boundary) -> None:
-    rule = RULES[fault]
-    if boundary not in rule.boundaries:
-        where = ", ".join(rule.boundaries)
-        raise ValueError(f"fault {fault} cannot be injected at {boundary} (only at {where})")

@@ -45,11 +45,6 @@ class EveryNth:
             return ()
         return (Armed(1, self.boundary, self.fault),)
 
-    def describe(self) -> str:
-        if self.boundary is None:
-            return "no faults"
-        return f"{self.fault} at {self.boundary} on the first attempt of every {self.every}th op"
-
 
 @dataclass(frozen=True, slots=True)
 class Random:
@@ -70,9 +65,6 @@ class Random:
             if rng.random() < self.rate:
                 out.append(Armed(attempt, rng.choice(self.boundaries), self.fault))
         return tuple(out)
-
-    def describe(self) -> str:
-        return f"{self.fault} with probability {self.rate} per retried attempt (seed {self.seed})"
 
 
 Plan = EveryNth | Random

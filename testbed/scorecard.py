@@ -11,20 +11,6 @@ from testbed.checker import COUNT_FIELDS, Counts, HeldOp
 from testbed.expectations import Prediction
 from testbed.matrix import Cell
 
-# The article's row fields first, in its order.
-ARTICLE_FIELDS = (
-    "strategy",
-    "boundary",
-    "injected",
-    "intended",
-    "requests",
-    "kills",
-    "effects",
-    "duplicateEffects",
-    "missingOperations",
-    "skippedWithoutEffect",
-)
-
 
 def camel(name: str) -> str:
     head, *rest = name.split("_")
