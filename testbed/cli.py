@@ -127,7 +127,8 @@ def chaos(
     strategy: Strategies = None,
     boundary: Boundaries = None,
     fault: Annotated[
-        list[str] | None, Option("--fault", "-f", help="kill, kill-worker, timeout, late (repeatable).")
+        list[str] | None,
+        Option("--fault", "-f", help="kill, kill-worker, timeout, late; hold with duplicate-enqueue (repeatable)."),
     ] = None,
     scenario: Annotated[list[str] | None, Option("--scenario", help="Provider scenario (repeatable).")] = None,
     matrix: Annotated[str, Option("--matrix", help="article (12 cells) or full (every meaningful cell).")] = "article",
@@ -249,7 +250,9 @@ def replay(
 @app.command()
 def load(
     strategy: Strategies = None,
-    boundary: Boundaries = None,
+    boundary: Annotated[
+        list[str] | None, Option("--boundary", "-b", help="Boundaries the kills are drawn from (default: all).")
+    ] = None,
     fault: Annotated[str, Option("--fault", "-f", help="kill or kill-worker.")] = "kill",
     kill_rate: Annotated[float, Option("--kill-rate", help="Chance that an attempt (not the last) is killed.")] = 0.1,
     ops: Annotated[int, Option("--ops", help="Operations per strategy.")] = 1000,
