@@ -23,7 +23,7 @@ from testbed.matrix import Cell
 from testbed.plan import EveryNth, Random
 from testbed.procs import port_in_use
 from testbed.scenarios import parse_scenario
-from testbed.selection import at_least, parse_all, parse_expect, select_cells
+from testbed.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
 from testbed.stack import StackOptions
 from testbed.supervisor import WorkerSettings
 from workers.strategies import STRATEGIES, parse_strategy
@@ -216,10 +216,7 @@ def replay(
     keep: Keep = False,
 ) -> int:
     """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
-    chosen = parse_all([fault], parse_fault)
-    assert chosen is not None
-    if chosen[0] not in (Fault.KILL, Fault.KILL_WORKER):
-        raise UsageError(f"replay watches kills: --fault kill or kill-worker (got {fault})")
+    chosen = [parse_kill_fault("replay", fault)]
     where = parse_all([boundary], parse_boundary)
     assert where is not None
     if where[0] is None:
@@ -276,10 +273,7 @@ def load(
     where = parse_all(boundary, parse_boundary) or list(ORDER)
     if None in where:
         raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
-    chosen = parse_all([fault], parse_fault)
-    assert chosen is not None
-    if chosen[0] not in (Fault.KILL, Fault.KILL_WORKER):
-        raise UsageError(f"load injects kills: --fault kill or kill-worker (got {fault})")
+    chosen = [parse_kill_fault("load", fault)]
     if not 0 <= kill_rate <= 1:
         raise UsageError(f"--kill-rate must be between 0 and 1 (got {kill_rate:g})")
     at_least("--ops", ops)

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from testbed.boundaries import Boundary, boundary_label, parse_boundary
 from testbed.errors import UsageError
-from testbed.faults import RULES, Fault
+from testbed.faults import RULES, Fault, parse_fault
 from testbed.matrix import Cell, full, grid
 from testbed.scenarios import SCENARIOS, check_fault
 from workers.strategies import ARTICLE_STRATEGIES, parse_strategy
@@ -87,6 +87,15 @@ def parse_expect(values: Sequence[str] | None) -> dict[tuple[str, str], dict[str
             raise UsageError(f"bad --expect {value!r}: {detail}") from None
         out[(strategy, boundary)] = {"effects": effects, "missing_operations": missing}
     return out
+
+
+def parse_kill_fault(command: str, text: str) -> Fault:
+    """`replay` and `load` watch kills: the work-horse's or the whole worker's."""
+    fault = parse_all([text], parse_fault)
+    assert fault is not None
+    if fault[0] not in (Fault.KILL, Fault.KILL_WORKER):
+        raise UsageError(f"{command} injects kills: --fault kill or kill-worker (got {text})")
+    return fault[0]
 
 
 def at_least(name: str, value: float, minimum: float = 1) -> None:

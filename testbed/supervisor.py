@@ -47,7 +47,6 @@ class Supervisor:
         self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, "TESTBED_PARENT_PID": str(os.getpid())}
         self._started = 0
         self.workers: dict[str, WorkerProcess] = {}
-        self.replaced: list[WorkerProcess] = []
 
     def start(self, count: int) -> None:
         for _ in range(count):
@@ -92,7 +91,6 @@ class Supervisor:
         """A killed worker is reaped and a fresh one takes its place."""
         worker.proc.wait()
         del self.workers[worker.name]
-        self.replaced.append(worker)
         return self._spawn()
 
     def check(self) -> None:
