@@ -27,8 +27,8 @@ def raw_rq(ops: int, workers: int, work: Path) -> float:
     """Jobs per second of plain RQ workers draining no-op jobs (workers already up)."""
     from redis import Redis
 
-    from testbed.procs import stop_all
-    from testbed.redis_server import PrivateRedis
+    from labcore.procs import stop_all
+    from testbed.infra.redis_server import PrivateRedis
 
     server = PrivateRedis(work)
     url = server.start()

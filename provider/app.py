@@ -18,12 +18,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from provider.contract import Contract, fingerprint
+from labcore.boundaries import Boundary
+from labcore.bus import Hit
+from labcore.faults import Release
+from labcore.payloads import fingerprint
+from provider.contract import Contract
 from provider.holds import Holds
 from provider.store import Answer, SendTicket, Store, UnknownLedger
-from testbed.boundaries import Boundary
-from testbed.bus import Hit
-from testbed.faults import Release
 
 REPLAYED = "Idempotent-Replayed"
 

@@ -10,8 +10,6 @@ one lock, so the lookup and the append are a single atomic step.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -34,12 +32,6 @@ class Contract:
     def from_dict(cls, data: dict[str, Any]) -> Contract:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
-
-
-def fingerprint(payload: dict[str, Any]) -> str:
-    """Payload identity: canonical JSON, so key order does not matter."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from testbed.boundaries import Boundary
-from testbed.bus import Bus, Hit
-from testbed.faults import Release
+from labcore.boundaries import Boundary
+from labcore.bus import Bus, Hit
+from labcore.faults import Release
 
 # If the controller never answers, do what a killed client would leave behind.
 _DEFAULT = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}

@@ -7,12 +7,12 @@ from pathlib import Path
 import uvicorn
 from redis import Redis
 
+from labcore.bus import Bus
+from labcore.keys import RunKeys
+from labcore.procs import die_with_parent
 from provider.app import create_app
 from provider.holds import Holds
 from provider.store import Store
-from testbed.bus import Bus
-from testbed.keys import RunKeys
-from testbed.procs import die_with_parent
 
 
 def serve(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from testbed.procs import die_with_parent
+from labcore.procs import die_with_parent
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from testbed.boundaries import Boundary
+from labcore.boundaries import Boundary
 from workers.strategies import (
     HELD,
     Answer,

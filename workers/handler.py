@@ -15,11 +15,11 @@ from typing import Any
 
 from rq import get_current_job
 
-from provider.contract import fingerprint
-from testbed import plan
-from testbed.bus import Bus
-from testbed.keys import RunKeys
-from testbed.procs import die_with_parent
+from labcore import plan
+from labcore.bus import Bus
+from labcore.keys import RunKeys
+from labcore.payloads import fingerprint
+from labcore.procs import die_with_parent
 from workers import client
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, Wait, WriteMarker, attempt, drive
 from workers.instrument import Probe

@@ -13,9 +13,9 @@ import os
 import time
 from typing import Any
 
-from testbed.boundaries import Boundary
-from testbed.bus import Bus, Event, Hit, hit_id
-from testbed.plan import Armed
+from labcore.boundaries import Boundary
+from labcore.bus import Bus, Event, Hit, hit_id
+from labcore.plan import Armed
 
 
 class ControllerAbsent(RuntimeError):

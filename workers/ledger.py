@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redis import Redis
 
-from testbed.keys import CellKeys
+from labcore.keys import CellKeys
 from workers.flow import Result
 from workers.strategies import Marker
 

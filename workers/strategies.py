@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from testbed.choices import pick
+from labcore.choices import pick
 
 
 class State(StrEnum):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from testbed.boundaries import ORDER
-from testbed.scenarios import SCENARIOS
+from labcore.boundaries import ORDER
+from testbed.experiment.scenarios import SCENARIOS
 from tests.conftest import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
+from labcore.procs import free_port
 from provider.store import LogReader
-from testbed.procs import free_port
 
 pytestmark = pytest.mark.e2e
 

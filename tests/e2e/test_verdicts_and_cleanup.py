@@ -8,8 +8,8 @@ import time
 import pytest
 import redis
 
-from testbed.procs import free_port
-from testbed.redis_server import find_binary
+from labcore.procs import free_port
+from testbed.infra.redis_server import find_binary
 from tests.conftest import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,6 @@
 """How the checker classifies an op from the provider's records and the application's outcome."""
 
-from testbed.checker import OpFacts, tally
+from testbed.judge.checker import OpFacts, tally
 from workers.flow import Outcome
 
 

@@ -1,9 +1,11 @@
+
 """The provider's contract decisions, and its store's atomicity under concurrent requests."""
 
 import threading
 
 import pytest
 
+from labcore.payloads import fingerprint
 from provider.contract import (
     DAY,
     Contract,
@@ -12,7 +14,6 @@ from provider.contract import (
     StoredKey,
     decide,
     declines,
-    fingerprint,
     listed,
     lookup_status,
 )

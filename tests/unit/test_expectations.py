@@ -6,12 +6,12 @@
 
 import pytest
 
-from testbed.boundaries import Boundary
-from testbed.expectations import predict
-from testbed.faults import Fault
-from testbed.matrix import Cell, article, full
-from testbed.plan import EveryNth
-from testbed.scenarios import SCENARIOS
+from labcore.boundaries import Boundary
+from labcore.faults import Fault
+from labcore.plan import EveryNth
+from testbed.experiment.matrix import Cell, article, full
+from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.model import predict
 
 B = Boundary
 KILL_TABLE = {

@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbed.boundaries import Boundary
+from labcore.boundaries import Boundary
 from workers.flow import (
     AskProvider,
     At,

@@ -1,5 +1,6 @@
-from testbed import invariants, timeline
-from testbed.checker import Counts
+from testbed.judge import invariants
+from testbed.judge.checker import Counts
+from testbed.report import timeline
 
 
 def test_invariants_name_what_broke():

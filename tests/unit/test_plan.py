@@ -1,6 +1,6 @@
-from testbed.boundaries import ORDER, Boundary
-from testbed.faults import Fault
-from testbed.plan import Armed, EveryNth, Random, decode, encode
+from labcore.boundaries import ORDER, Boundary
+from labcore.faults import Fault
+from labcore.plan import Armed, EveryNth, Random, decode, encode
 
 
 def test_article_plan_faults_the_first_attempt_of_every_tenth_op():

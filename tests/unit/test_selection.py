@@ -2,10 +2,10 @@
 
 import pytest
 
-from testbed.boundaries import Boundary
+from labcore.boundaries import Boundary
+from labcore.faults import Fault
 from testbed.errors import UsageError
-from testbed.faults import Fault
-from testbed.selection import parse_expect, select_cells
+from testbed.experiment.selection import parse_expect, select_cells
 
 
 def test_default_is_the_articles_twelve_cells():

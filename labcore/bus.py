@@ -17,7 +17,7 @@ from typing import Any
 
 from redis import Redis
 
-from testbed.keys import RunKeys
+from labcore.keys import RunKeys
 
 HIT = "hit"
 EVENT = "event"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from testbed.choices import pick
+from labcore.choices import pick
 
 
 class Boundary(StrEnum):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from testbed.boundaries import Boundary, boundary_label
-from testbed.faults import RULES, Fault
-from testbed.scenarios import SCENARIOS
+from labcore.boundaries import Boundary, boundary_label
+from labcore.faults import RULES, Fault
+from testbed.experiment.scenarios import SCENARIOS
 from workers.strategies import ARTICLE_STRATEGIES
 
 

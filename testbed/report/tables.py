@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from testbed.boundaries import NONE, ORDER, boundary_label
-from testbed.scenarios import SCENARIOS
-from testbed.scorecard import Row
+from labcore.boundaries import NONE, ORDER, boundary_label
+from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
 LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider; ! differs from expectation"

@@ -15,18 +15,18 @@ from dataclasses import asdict, dataclass, field
 
 from rq import Queue, Retry
 
-from testbed import plan as plans
-from testbed.checker import tally
-from testbed.controller import Controller, Recovery
+from labcore import plan as plans
+from labcore.keys import QUEUE, CellKeys
 from testbed.errors import RunFailure
-from testbed.expectations import predict
-from testbed.keys import QUEUE, CellKeys
-from testbed.matrix import Cell
-from testbed.observe import job_id, op_facts
-from testbed.scenarios import SCENARIOS
-from testbed.scorecard import Expected, Row, latency_stats
-from testbed.stack import Stack
-from testbed.workload import make_op
+from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import SCENARIOS
+from testbed.experiment.workload import make_op
+from testbed.infra.stack import Stack
+from testbed.judge.checker import tally
+from testbed.judge.model import predict
+from testbed.judge.observe import job_id, op_facts
+from testbed.judge.scorecard import Expected, Row, latency_stats
+from testbed.nemesis.controller import Controller, Recovery
 from workers.handler import JobSpec
 
 JOB_FUNCTION = "workers.handler.perform"

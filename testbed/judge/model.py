@@ -1,8 +1,9 @@
+
 """The expectations model: what each cell must show, predicted without I/O.
 
 Every op is simulated on its own: the strategy's real flow (`workers.flow`)
 runs against an abstract provider built from the provider's pure contract,
-faults strike where the plan arms them and act as `testbed.faults` says, and
+faults strike where the plan arms them and act as `labcore.faults` says, and
 the nemesis changes the world between attempts as the scenario says. The
 per-op facts then go through the same checker as a real run's facts, so a
 difference between prediction and observation is a difference in behaviour,
@@ -14,6 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from labcore.boundaries import Boundary
+from labcore.faults import RULES, Fault, Release
+from labcore.payloads import fingerprint
+from labcore.plan import Armed, Plan
 from provider.contract import (
     Contract,
     Decision,
@@ -21,17 +26,13 @@ from provider.contract import (
     StoredKey,
     decide,
     declines,
-    fingerprint,
     listed,
     lookup_status,
 )
-from testbed.boundaries import Boundary
-from testbed.checker import OpFacts, Tally
-from testbed.faults import RULES, Fault, Release
-from testbed.matrix import Cell
-from testbed.plan import Armed, Plan
-from testbed.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
-from testbed.workload import make_op, replanned
+from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
+from testbed.experiment.workload import make_op, replanned
+from testbed.judge.checker import OpFacts, Tally
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt, drive
 from workers.strategies import STRATEGIES, KeyMode, Lookup, Marker, Reply, Seen, Strategy
 

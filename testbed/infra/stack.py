@@ -15,14 +15,14 @@ from pathlib import Path
 
 import redis as redis_lib
 
+from labcore.bus import Bus
+from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
+from labcore.procs import stop_all
 from provider.store import LogReader
-from testbed.bus import Bus
 from testbed.errors import SetupError
-from testbed.keys import QUEUE, RunKeys, rq_prefix, run_prefix
-from testbed.procs import stop_all
-from testbed.redis_server import PrivateRedis
-from testbed.services import ProviderAdmin, ProviderProcess
-from testbed.supervisor import Supervisor, WorkerSettings
+from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
+from testbed.infra.redis_server import PrivateRedis
+from testbed.infra.supervisor import Supervisor, WorkerSettings
 
 
 @dataclass(frozen=True, slots=True)

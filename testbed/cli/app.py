@@ -16,16 +16,16 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer import Option
 
-from testbed.boundaries import ORDER, parse_boundary
+from labcore.boundaries import ORDER, parse_boundary
+from labcore.faults import Fault, parse_fault
+from labcore.plan import EveryNth, Random
+from labcore.procs import port_in_use
 from testbed.errors import Interrupted, RunFailure, SetupError, UsageError
-from testbed.faults import Fault, parse_fault
-from testbed.matrix import Cell
-from testbed.plan import EveryNth, Random
-from testbed.procs import port_in_use
-from testbed.scenarios import parse_scenario
-from testbed.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
-from testbed.stack import StackOptions
-from testbed.supervisor import WorkerSettings
+from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import WorkerSettings
 from workers.strategies import STRATEGIES, parse_strategy
 
 app = typer.Typer(
@@ -98,14 +98,14 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
 def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeout: float | None, **fields: Any) -> Any:
     """A session with `RunOptions(...)`: the runner (and with it rq) is
     imported only once the run's key prefix is set."""
-    from testbed import session
+    from testbed.lab import session
 
     tick = fields.pop("tick", None)
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
 
     def options() -> Any:
-        from testbed.controller import Recovery
-        from testbed.runner import RunOptions
+        from testbed.lab.runner import RunOptions
+        from testbed.nemesis.controller import Recovery
 
         return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
 
@@ -113,7 +113,7 @@ def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeo
 
 
 def _finish(ran: Any, json_path: Path, options: dict[str, Any], seed: int) -> int:
-    from testbed import report
+    from testbed.report import tables as report
 
     report.write_results(json_path, ran.meta(options, seed), ran.rows)
     passed = sum(r.passed for r in ran.rows)
@@ -167,7 +167,7 @@ def chaos(
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
-    from testbed import report
+    from testbed.report import tables as report
 
     ran = _run(
         stack,
@@ -228,7 +228,7 @@ def replay(
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
-    from testbed import timeline
+    from testbed.report import timeline
 
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
     ran = _run(stack, mode, cells, ops, cell_timeout, plan=plan, retries=retries, seed=seed)
@@ -285,7 +285,9 @@ def load(
     )
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
-    from testbed import invariants, live, report
+    from testbed.judge import invariants
+    from testbed.report import live
+    from testbed.report import tables as report
 
     line = live.LiveLine()
     ran = _run(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.checker import Counts
-from testbed.scorecard import camel
+from testbed.judge.checker import Counts
+from testbed.judge.scorecard import camel
 
 
 @dataclass(frozen=True, slots=True)

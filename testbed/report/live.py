@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from testbed.runner import Progress
+    from testbed.lab.runner import Progress
 
 
 class LiveLine:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from testbed.boundaries import ORDER, PROVIDER_SIDE, Boundary
-from testbed.choices import pick
+from labcore.boundaries import ORDER, PROVIDER_SIDE, Boundary
+from labcore.choices import pick
 
 
 class Fault(StrEnum):

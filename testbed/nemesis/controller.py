@@ -22,17 +22,17 @@ from typing import Any
 import psutil
 from redis import Redis
 
-from testbed.boundaries import Boundary
-from testbed.bus import Bus, Event, Hit
+from labcore.boundaries import Boundary
+from labcore.bus import Bus, Event, Hit
+from labcore.faults import RULES, Fault, Release, Settle, Trigger
+from labcore.keys import CellKeys
+from labcore.plan import Armed, Plan
+from labcore.procs import gone
 from testbed.errors import RunFailure
-from testbed.faults import RULES, Fault, Release, Settle, Trigger
-from testbed.keys import CellKeys
-from testbed.plan import Armed, Plan
-from testbed.procs import gone
-from testbed.scenarios import Nemesis, Scenario
-from testbed.services import ProviderAdmin
-from testbed.supervisor import Supervisor
-from testbed.workload import replanned
+from testbed.experiment.scenarios import Nemesis, Scenario
+from testbed.experiment.workload import replanned
+from testbed.infra.provider_process import ProviderAdmin
+from testbed.infra.supervisor import Supervisor
 
 _CONFIRM_TIMEOUT = 5.0
 

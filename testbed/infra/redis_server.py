@@ -10,8 +10,8 @@ from pathlib import Path
 
 import redis
 
+from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
-from testbed.procs import free_port, guarded, spawn, stop
 
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 

@@ -7,9 +7,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.checker import COUNT_FIELDS, Counts, HeldOp
-from testbed.expectations import Prediction
-from testbed.matrix import Cell
+from testbed.experiment.matrix import Cell
+from testbed.judge.checker import COUNT_FIELDS, Counts, HeldOp
+from testbed.judge.model import Prediction
 
 
 def camel(name: str) -> str:

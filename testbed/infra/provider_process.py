@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import httpx
 
+from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import SetupError
-from testbed.procs import free_port, spawn
 
 
 class ProviderProcess:

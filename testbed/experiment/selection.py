@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from testbed.boundaries import Boundary, boundary_label, parse_boundary
+from labcore.boundaries import Boundary, boundary_label, parse_boundary
+from labcore.faults import RULES, Fault, parse_fault
 from testbed.errors import UsageError
-from testbed.faults import RULES, Fault, parse_fault
-from testbed.matrix import Cell, full, grid
-from testbed.scenarios import SCENARIOS, check_fault
+from testbed.experiment.matrix import Cell, full, grid
+from testbed.experiment.scenarios import SCENARIOS, check_fault
 from workers.strategies import ARTICLE_STRATEGIES, parse_strategy
 
 T = TypeVar("T")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from labcore.boundaries import ORDER, Boundary
+from labcore.choices import pick
+from labcore.faults import Fault
 from provider.contract import Contract
-from testbed.boundaries import ORDER, Boundary
-from testbed.choices import pick
-from testbed.faults import Fault
 from workers.strategies import STRATEGIES
 
 # The naive reader differs from the careful one only where a read can say

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 from redis import Redis
 
+from labcore.keys import CellKeys
 from provider.store import LogReader, ReferenceRecord
-from testbed.checker import OpFacts
-from testbed.keys import CellKeys
-from testbed.workload import op_id
+from testbed.experiment.workload import op_id
+from testbed.judge.checker import OpFacts
 from workers.flow import Outcome
 
 CHUNK = 1000

@@ -11,8 +11,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from testbed.boundaries import Boundary
-from testbed.faults import Fault
+from labcore.boundaries import Boundary
+from labcore.faults import Fault
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.scenarios import DECLINE_DOMAIN
+from testbed.experiment.scenarios import DECLINE_DOMAIN
 
 _MESSAGES = (
     "Your order #{n} has shipped.",

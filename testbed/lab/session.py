@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted
-from testbed.keys import new_run_id, rq_prefix, run_prefix
-from testbed.stack import Stack, StackOptions
+from testbed.infra.stack import Stack, StackOptions
 
 if TYPE_CHECKING:
-    from testbed.runner import Progress, RunOptions
-    from testbed.scorecard import Row
+    from testbed.judge.scorecard import Row
+    from testbed.lab.runner import Progress, RunOptions
 
 _VERSIONED = ("testbed", "rq", "redis", "psutil", "typer", "fastapi", "uvicorn", "httpx")
 
@@ -57,7 +57,7 @@ def execute(
     try:
         with Stack(run_id, stack_options) as stack:
             # rq is imported while the workers and the provider boot.
-            from testbed import runner
+            from testbed.lab import runner
 
             runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
             options = make_options()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from labcore.procs import spawn
 from testbed.errors import RunFailure
-from testbed.procs import spawn
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ def spawn(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> 
 
 def guarded(argv: Sequence[str]) -> list[str]:
     """argv wrapped so that it is SIGKILLed if this process dies first."""
-    return [sys.executable, "-m", "testbed.procs", str(os.getpid()), *argv]
+    return [sys.executable, "-m", "labcore.procs", str(os.getpid()), *argv]
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
@@ -110,6 +110,6 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 
 if __name__ == "__main__":
-    # Exec wrapper: `python -m testbed.procs <parent-pid> program args...`
+    # Exec wrapper: `python -m labcore.procs <parent-pid> program args...`
     die_with_parent(int(sys.argv[1]))
     os.execvp(sys.argv[2], sys.argv[2:])
