@@ -22,9 +22,11 @@ from labcore.boundaries import Boundary
 from labcore.bus import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
+from labcore.receipts import receipt
 from provider.contract import Contract
 from provider.holds import Holds
-from provider.store import Answer, SendTicket, Store, UnknownLedger
+from provider.ledger import Answer, SendTicket
+from provider.store import Store, UnknownLedger
 
 REPLAYED = "Idempotent-Replayed"
 
@@ -111,20 +113,18 @@ def create_app(store: Store, holds: Holds) -> FastAPI:
         return _json(answer.status, answer.body)
 
     @app.get("/ledgers/{ledger}/effects/{reference}")
-    async def lookup(ledger: str, reference: str, x_testbed_attempt: int | None = Header(default=None)) -> JSONResponse:
+    async def lookup(ledger: str, reference: str) -> JSONResponse:
         if not store.contract(ledger).single_lookup:
             return _json(501, {"error": "this provider offers no lookup by reference"})
-        status, effect = store.lookup(ledger, reference, x_testbed_attempt)
+        status, effect = store.lookup(ledger, reference)
         if effect is None:
             return _json(status, {"found": False, "inFlight": status == 409})
-        return _json(status, {"found": status == 200, "id": f"eff_{effect.id}", "fingerprint": effect.fingerprint})
+        return _json(status, {"found": status == 200, "id": receipt(effect.id), "fingerprint": effect.fingerprint})
 
     @app.get("/ledgers/{ledger}/effects")
-    async def listing(
-        ledger: str, reference: str, x_testbed_attempt: int | None = Header(default=None)
-    ) -> JSONResponse:
-        rows = store.listing(ledger, reference, x_testbed_attempt)
-        data = [{"id": f"eff_{e.id}", "reference": reference, "fingerprint": e.fingerprint} for e in rows]
+    async def listing(ledger: str, reference: str) -> JSONResponse:
+        rows = store.listing(ledger, reference)
+        data = [{"id": receipt(e.id), "reference": reference, "fingerprint": e.fingerprint} for e in rows]
         return _json(200, {"data": data})
 
     @app.post("/ledgers/{ledger}/clock")

@@ -1,10 +1,10 @@
-"""The provider's durable effect log (SQLite in WAL mode) and its in-flight table.
+"""The provider's durable effect log: the ledger state machine persisted in
+SQLite (WAL mode).
 
-Every decision about a send is taken and recorded under one lock: reading the
-stored key, claiming it as in flight, and later appending the effect and the
-key's response. Two concurrent requests with the same key therefore can never
-both append. In-flight claims live in memory on purpose: a request in flight
-dies with the process that holds it.
+Every operation of `provider.ledger` runs under one lock, and those that
+write run inside one transaction: reading the stored key, claiming it as in
+flight, and later appending the effect and the key's response. Two concurrent
+requests with the same key can therefore never both append.
 """
 
 from __future__ import annotations
@@ -13,23 +13,17 @@ import json
 import sqlite3
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from provider.contract import (
-    DECLINED_STATUS,
-    Contract,
-    Decision,
-    EffectRow,
-    StoredKey,
-    decide,
-    declines,
-    listed,
-    lookup_status,
-)
+from provider import ledger as machine
+from provider.contract import Contract, EffectRow, StoredKey
+from provider.ledger import Answer, Claims, Outcome, Read, SendTicket
+
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledgers (
@@ -57,10 +51,10 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     created_at REAL NOT NULL,
     PRIMARY KEY (ledger, key)
 );
+-- Every send and what became of it.
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,
     ledger TEXT NOT NULL,
-    kind TEXT NOT NULL,
     reference TEXT NOT NULL,
     idem_key TEXT,
     attempt INTEGER,
@@ -69,6 +63,14 @@ CREATE TABLE IF NOT EXISTS requests (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_by_reference ON requests (ledger, reference);
+-- Reads are counted, not logged: a read costs no storage beyond its reference's counter.
+CREATE TABLE IF NOT EXISTS reads (
+    ledger TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (ledger, reference, kind)
+);
 """
 
 
@@ -89,191 +91,159 @@ class UnknownLedger(KeyError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class SendTicket:
-    """A send the store has admitted and claimed; it must be finished or dropped."""
+class _SqliteLedger:
+    """`provider.ledger.LedgerState` over the store's tables, for one ledger."""
 
-    ledger: str
-    reference: str
-    key: str | None
-    fingerprint: str
-    attempt: int | None
+    def __init__(self, db: sqlite3.Connection, name: str, contract: Contract, offset: float) -> None:
+        self._db = db
+        self.name = name
+        self.contract = contract
+        self.offset = offset
+        self.claims = Claims()
 
+    def now(self) -> float:
+        return time.time() + self.offset
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    body: dict[str, Any]
-    replayed: bool = False
+    def stored_key(self, key: str) -> StoredKey | None:
+        row = self._db.execute(
+            "SELECT fingerprint, status, response, created_at FROM idempotency_keys WHERE ledger = ? AND key = ?",
+            (self.name, key),
+        ).fetchone()
+        return None if row is None else StoredKey(row[0], row[1], json.loads(row[2]), row[3])
+
+    def key_in_flight(self, key: str) -> bool:
+        return self.claims.key_in_flight(key)
+
+    def reference_in_flight(self, reference: str) -> bool:
+        return self.claims.reference_in_flight(reference)
+
+    def effects(self, reference: str) -> list[EffectRow]:
+        rows = self._db.execute(
+            "SELECT id, fingerprint, applied_at, withdrawn_at FROM effects WHERE ledger = ? AND reference = ? "
+            "ORDER BY id",
+            (self.name, reference),
+        )
+        return [EffectRow(r[0], r[1], r[2], r[3] is not None) for r in rows]
+
+    def claim(self, key: str | None, reference: str) -> None:
+        self.claims.claim(key, reference)
+
+    def unclaim(self, key: str | None, reference: str) -> None:
+        self.claims.unclaim(key, reference)
+
+    def append_effect(self, ticket: SendTicket, body: dict[str, Any], at: float) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO effects (ledger, reference, idem_key, fingerprint, body, applied_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (self.name, ticket.reference, ticket.key, ticket.fingerprint, json.dumps(body), at),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def store_key(self, key: str, stored: StoredKey) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?)",
+            (self.name, key, stored.fingerprint, stored.status, json.dumps(stored.response), stored.created_at),
+        )
+
+    def record_send(self, ticket: SendTicket, outcome: Outcome, status: int, at: float) -> None:
+        self._db.execute(
+            "INSERT INTO requests (ledger, reference, idem_key, attempt, outcome, status, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.name, ticket.reference, ticket.key, ticket.attempt, outcome.value, status, at),
+        )
+
+    def count_read(self, reference: str, read: Read) -> None:
+        self._db.execute(
+            "INSERT INTO reads VALUES (?, ?, ?, 1) "
+            "ON CONFLICT(ledger, reference, kind) DO UPDATE SET count = count + 1",
+            (self.name, reference, read.value),
+        )
+
+    def withdraw(self, reference: str, at: float) -> int:
+        cursor = self._db.execute(
+            "UPDATE effects SET withdrawn_at = ? WHERE ledger = ? AND reference = ? AND withdrawn_at IS NULL",
+            (at, self.name, reference),
+        )
+        return cursor.rowcount
+
+    def shift_clock(self, seconds: float) -> float:
+        self._db.execute("UPDATE ledgers SET clock_offset = ? WHERE name = ?", (self.offset + seconds, self.name))
+        self.offset += seconds
+        return self.offset
 
 
 class Store:
     def __init__(self, path: Path | str) -> None:
         self._db = connect(path)
         self._lock = threading.Lock()
-        self._ledgers: dict[str, tuple[Contract, float]] = {}
-        self._keys_in_flight: set[tuple[str, str]] = set()
-        self._refs_in_flight: Counter[tuple[str, str]] = Counter()
+        self._ledgers: dict[str, _SqliteLedger] = {}
         for name, contract, offset in self._db.execute("SELECT name, contract, clock_offset FROM ledgers"):
-            self._ledgers[name] = (Contract.from_dict(json.loads(contract)), offset)
+            self._ledgers[name] = _SqliteLedger(self._db, name, Contract.from_dict(json.loads(contract)), offset)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    # -- ledgers -----------------------------------------------------------
-
     def put_ledger(self, name: str, contract: Contract) -> None:
         with self._lock:
-            offset = self._ledgers.get(name, (contract, 0.0))[1]
             self._db.execute(
-                "INSERT INTO ledgers (name, contract, clock_offset) VALUES (?, ?, ?) "
+                "INSERT INTO ledgers (name, contract) VALUES (?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET contract = excluded.contract",
-                (name, json.dumps(contract.to_dict()), offset),
+                (name, json.dumps(contract.to_dict())),
             )
-            self._ledgers[name] = (contract, offset)
+            if name in self._ledgers:
+                self._ledgers[name].contract = contract
+            else:
+                self._ledgers[name] = _SqliteLedger(self._db, name, contract, 0.0)
 
     def contract(self, ledger: str) -> Contract:
-        return self._ledger(ledger)[0]
+        return self._ledger(ledger).contract
 
-    def advance_clock(self, ledger: str, seconds: float) -> float:
-        with self._lock:
-            contract, offset = self._ledger(ledger)
-            offset += seconds
-            self._db.execute("UPDATE ledgers SET clock_offset = ? WHERE name = ?", (offset, ledger))
-            self._ledgers[ledger] = (contract, offset)
-            return offset
-
-    def _ledger(self, ledger: str) -> tuple[Contract, float]:
+    def _ledger(self, name: str) -> _SqliteLedger:
         try:
-            return self._ledgers[ledger]
+            return self._ledgers[name]
         except KeyError:
-            raise UnknownLedger(ledger) from None
+            raise UnknownLedger(name) from None
 
-    def _now(self, ledger: str) -> float:
-        return time.time() + self._ledger(ledger)[1]
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
-    # -- sends -------------------------------------------------------------
+    def _run(self, name: str, operation: Callable[[_SqliteLedger], T]) -> T:
+        """One operation of the state machine: under the lock, in one transaction."""
+        with self._lock:
+            state = self._ledger(name)
+            with self._transaction():
+                return operation(state)
 
     def admit(self, ticket: SendTicket) -> Answer | None:
-        """Decide a send. None: admitted and claimed as in flight; otherwise the answer to give now."""
-        with self._lock:
-            contract = self.contract(ticket.ledger)
-            now = self._now(ticket.ledger)
-            stored = self._stored_key(ticket) if contract.dedup and ticket.key else None
-            in_flight = (ticket.ledger, ticket.key) in self._keys_in_flight
-            decision = decide(contract, ticket.key, stored, in_flight, ticket.fingerprint, now)
-            if decision is Decision.APPLY:
-                if ticket.key and contract.dedup:
-                    self._keys_in_flight.add((ticket.ledger, ticket.key))
-                self._refs_in_flight[(ticket.ledger, ticket.reference)] += 1
-                return None
-            if decision is Decision.REPLAY:
-                assert stored is not None
-                answer = Answer(stored.status, stored.response, replayed=True)
-            elif decision is Decision.CONFLICT:
-                answer = Answer(422, {"error": "idempotency key reused with a different payload"})
-            else:
-                answer = Answer(409, {"error": "a request with this idempotency key is in flight"})
-            self._log(ticket, "send", decision.value, answer.status, now)
-            return answer
+        """None: admitted and claimed as in flight; otherwise the answer to give now."""
+        return self._run(ticket.ledger, lambda s: machine.admit(s, ticket))
 
     def apply(self, ticket: SendTicket, payload: dict[str, Any]) -> Answer:
-        """Append the effect (or the permanent error) and store the key's response, atomically."""
-        with self._lock:
-            contract = self.contract(ticket.ledger)
-            now = self._now(ticket.ledger)
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                if declines(contract, payload):
-                    answer = Answer(DECLINED_STATUS, {"error": "recipient declined", "reference": ticket.reference})
-                    outcome = "declined"
-                else:
-                    cursor = self._db.execute(
-                        "INSERT INTO effects (ledger, reference, idem_key, fingerprint, body, applied_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (ticket.ledger, ticket.reference, ticket.key, ticket.fingerprint, json.dumps(payload), now),
-                    )
-                    answer = Answer(201, {"id": f"eff_{cursor.lastrowid}", "reference": ticket.reference})
-                    outcome = "applied"
-                if ticket.key and contract.dedup:
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?)",
-                        (ticket.ledger, ticket.key, ticket.fingerprint, answer.status, json.dumps(answer.body), now),
-                    )
-                self._log(ticket, "send", outcome, answer.status, now)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            finally:
-                self._release(ticket)
-            return answer
+        return self._run(ticket.ledger, lambda s: machine.apply(s, ticket, payload))
 
     def drop(self, ticket: SendTicket) -> None:
-        """Forget an admitted send without applying it (its client is gone)."""
-        with self._lock:
-            self._log(ticket, "send", "dropped", 0, self._now(ticket.ledger))
-            self._release(ticket)
+        self._run(ticket.ledger, lambda s: machine.drop(s, ticket))
 
-    def _release(self, ticket: SendTicket) -> None:
-        self._keys_in_flight.discard((ticket.ledger, ticket.key or ""))
-        ref = (ticket.ledger, ticket.reference)
-        self._refs_in_flight[ref] -= 1
-        if self._refs_in_flight[ref] <= 0:
-            del self._refs_in_flight[ref]
+    def lookup(self, ledger: str, reference: str) -> tuple[int, EffectRow | None]:
+        return self._run(ledger, lambda s: machine.lookup(s, reference))
 
-    def _stored_key(self, ticket: SendTicket) -> StoredKey | None:
-        row = self._db.execute(
-            "SELECT fingerprint, status, response, created_at FROM idempotency_keys WHERE ledger = ? AND key = ?",
-            (ticket.ledger, ticket.key),
-        ).fetchone()
-        if row is None:
-            return None
-        return StoredKey(row[0], row[1], json.loads(row[2]), row[3])
-
-    def _log(self, ticket: SendTicket, kind: str, outcome: str, status: int, now: float) -> None:
-        self._db.execute(
-            "INSERT INTO requests (ledger, kind, reference, idem_key, attempt, outcome, status, at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (ticket.ledger, kind, ticket.reference, ticket.key, ticket.attempt, outcome, status, now),
-        )
-
-    # -- reads -------------------------------------------------------------
-
-    def lookup(self, ledger: str, reference: str, attempt: int | None) -> tuple[int, EffectRow | None]:
-        with self._lock:
-            effects = self._effects(ledger, reference)
-            in_flight = (ledger, reference) in self._refs_in_flight
-            status, effect = lookup_status(effects, in_flight)
-            self._log(
-                SendTicket(ledger, reference, None, "", attempt), "lookup", str(status), status, self._now(ledger)
-            )
-            return status, effect
-
-    def listing(self, ledger: str, reference: str, attempt: int | None) -> list[EffectRow]:
-        with self._lock:
-            contract, now = self.contract(ledger), self._now(ledger)
-            rows = [e for e in self._effects(ledger, reference) if listed(e, contract, now)]
-            self._log(SendTicket(ledger, reference, None, "", attempt), "list", str(len(rows)), 200, now)
-            return rows
+    def listing(self, ledger: str, reference: str) -> list[EffectRow]:
+        return self._run(ledger, lambda s: machine.listing(s, reference))
 
     def withdraw(self, ledger: str, reference: str) -> int:
-        with self._lock:
-            cursor = self._db.execute(
-                "UPDATE effects SET withdrawn_at = ? WHERE ledger = ? AND reference = ? AND withdrawn_at IS NULL",
-                (self._now(ledger), ledger, reference),
-            )
-            return cursor.rowcount
+        return self._run(ledger, lambda s: machine.withdraw(s, reference))
 
-    def _effects(self, ledger: str, reference: str) -> list[EffectRow]:
-        self._ledger(ledger)
-        rows = self._db.execute(
-            "SELECT id, fingerprint, applied_at, withdrawn_at FROM effects WHERE ledger = ? AND reference = ? "
-            "ORDER BY id",
-            (ledger, reference),
-        )
-        return [EffectRow(r[0], r[1], r[2], r[3] is not None) for r in rows]
+    def advance_clock(self, ledger: str, seconds: float) -> float:
+        return self._run(ledger, lambda s: machine.advance_clock(s, seconds))
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,16 +272,24 @@ class LogReader:
             return {}
         marks = ",".join("?" * len(refs))
         out: dict[str, dict[str, int]] = {}
-        for ref, n, withdrawn in self._db.execute(
-            f"SELECT reference, COUNT(*), COUNT(withdrawn_at) FROM effects "
-            f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
-            (ledger, *refs),
-        ):
-            out.setdefault(ref, {}).update(effects=n, withdrawn=withdrawn)
-        for ref, sends, declined, lookups in self._db.execute(
-            f"SELECT reference, SUM(kind = 'send'), SUM(outcome = 'declined'), SUM(kind != 'send') FROM requests "
-            f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
-            (ledger, *refs),
-        ):
-            out.setdefault(ref, {}).update(sends=sends, declined=declined, lookups=lookups)
+        queries = (
+            (
+                ("effects", "withdrawn"),
+                f"SELECT reference, COUNT(*), COUNT(withdrawn_at) FROM effects "
+                f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
+            ),
+            (
+                ("sends", "declined"),
+                f"SELECT reference, COUNT(*), SUM(outcome = '{Outcome.DECLINED.value}') FROM requests "
+                f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
+            ),
+            (
+                ("lookups",),
+                f"SELECT reference, SUM(count) FROM reads "
+                f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
+            ),
+        )
+        for names, sql in queries:
+            for ref, *values in self._db.execute(sql, (ledger, *refs)):
+                out.setdefault(ref, {}).update(zip(names, values, strict=True))
         return {ref: ReferenceRecord(**fields) for ref, fields in out.items()}

@@ -13,7 +13,7 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from workers.strategies import Lookup, Reply, Seen
+from labcore.answers import Lookup, Reply, Seen, seen
 
 
 class Timeout(Exception):
@@ -86,20 +86,19 @@ def send(
     return Reply(status, str(body.get("id", "")), response_headers.get("idempotent-replayed") == "true")
 
 
-def lookup(base: str, ledger: str, reference: str, fingerprint: str, *, attempt: int, timeout: float) -> Lookup:
+def lookup(base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float) -> Lookup:
     """The strongly consistent single-item read."""
-    status, _, body = _request(base, "GET", _path(ledger, reference), {"X-Testbed-Attempt": str(attempt)}, timeout)
-    if status == 200:
-        return Lookup(Seen.FOUND, str(body.get("id", "")), body.get("fingerprint") == fingerprint)
-    if status == 404 and body.get("found") is False:
-        return Lookup(Seen.ABSENT)
-    return Lookup({410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}.get(status, Seen.UNKNOWN))
+    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout)
+    # A 404 is evidence of absence only when the provider says so (not for a ledger it does not know).
+    return Lookup(
+        seen(status, body.get("found") is False), str(body.get("id", "")), body.get("fingerprint") == fingerprint
+    )
 
 
-def search(base: str, ledger: str, reference: str, fingerprint: str, *, attempt: int, timeout: float) -> Lookup:
+def search(base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float) -> Lookup:
     """The listing filtered by reference: an empty page is all it can say about absence."""
     path = f"{_path(ledger)}?{urlencode({'reference': reference})}"
-    status, _, body = _request(base, "GET", path, {"X-Testbed-Attempt": str(attempt)}, timeout)
+    status, _, body = _request(base, "GET", path, {}, timeout)
     if status != 200:
         return Lookup(Seen.UNKNOWN)
     data = body.get("data") or []

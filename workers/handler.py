@@ -90,7 +90,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
             probe.contact(str(reply.status))
             return reply
         elif isinstance(step, AskProvider):
-            found = read(s.provider, s.ledger, op, payload_fingerprint, attempt=number, timeout=s.client_timeout)
+            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=s.client_timeout)
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

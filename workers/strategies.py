@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from labcore import records
+from labcore.answers import Lookup, Reply, Seen
 from labcore.choices import pick
 
 
@@ -37,15 +39,12 @@ class Marker:
     detail: str = ""
 
     def encode(self) -> str:
-        return f"{self.state}|{self.detail}"
+        return records.encode(self.state, self.detail)
 
     @classmethod
     def decode(cls, raw: str | bytes | None) -> Marker | None:
-        if raw is None:
-            return None
-        text = raw.decode() if isinstance(raw, bytes) else raw
-        state, _, detail = text.partition("|")
-        return cls(State(state), detail)
+        decoded = records.decode(raw)
+        return None if decoded is None else cls(State(decoded[0]), decoded[1])
 
 
 class KeyMode(StrEnum):
@@ -113,24 +112,6 @@ def decide_start(strategy: Strategy, marker: Marker | None) -> Start:
     return Start.SEND
 
 
-class Seen(StrEnum):
-    """What a lookup at the provider established."""
-
-    FOUND = "found"  # an effect exists for the reference
-    ABSENT = "absent"  # strongly consistent: never existed, nothing in flight (404)
-    WITHDRAWN = "withdrawn"  # existed and was withdrawn (410)
-    IN_FLIGHT = "in-flight"  # a request for it is still being processed (409)
-    EMPTY = "empty"  # a listing returned nothing: not proof of absence
-    UNKNOWN = "unknown"  # any other answer
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    seen: Seen
-    receipt: str = ""
-    same_payload: bool = True
-
-
 class Next(StrEnum):
     COMPLETE = "complete"
     SEND = "send"
@@ -162,15 +143,6 @@ def unresolved_reason(lookup: Lookup) -> str:
         Seen.UNKNOWN: "lookup gave no authoritative answer",
         Seen.IN_FLIGHT: "request still in flight at the provider",
     }.get(lookup.seen, f"lookup saw {lookup.seen}")
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """The provider's answer to a send, as the handler sees it."""
-
-    status: int
-    receipt: str = ""
-    replayed: bool = False
 
 
 class Answer(StrEnum):

@@ -1,4 +1,3 @@
-
 """The expectations model: what each cell must show, predicted without I/O.
 
 Every op is simulated on its own: the strategy's real flow (`workers.flow`)
@@ -12,29 +11,25 @@ never in bookkeeping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from labcore.answers import Lookup, Reply, Seen, seen
 from labcore.boundaries import Boundary
 from labcore.faults import RULES, Fault, Release
+from labcore.ids import reminted_id
 from labcore.payloads import fingerprint
 from labcore.plan import Armed, Plan
-from provider.contract import (
-    Contract,
-    Decision,
-    EffectRow,
-    StoredKey,
-    decide,
-    declines,
-    listed,
-    lookup_status,
-)
+from labcore.receipts import receipt
+from provider import ledger
+from provider.contract import Contract, EffectRow, StoredKey
+from provider.ledger import Claims, Outcome, Read, SendTicket
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
 from testbed.experiment.workload import make_op, replanned
 from testbed.judge.checker import OpFacts, Tally
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, WriteMarker, attempt, drive
-from workers.strategies import STRATEGIES, KeyMode, Lookup, Marker, Reply, Seen, Strategy
+from workers.strategies import STRATEGIES, KeyMode, Marker, Strategy
 
 # Enough pauses for any answer the abstract provider can give twice.
 _WAITS = 3
@@ -75,67 +70,87 @@ class _Hit(Exception):
 
 @dataclass(slots=True)
 class _Provider:
-    """What the provider knows about one reference."""
+    """The provider's state for one reference, kept in memory and changed only
+    by the provider's own state machine (`provider.ledger`), as the store's is."""
 
     contract: Contract
     clock: float = 0.0
-    effects: list[EffectRow] = field(default_factory=list)
+    applied: list[EffectRow] = field(default_factory=list)
     keys: dict[str, StoredKey] = field(default_factory=dict)
-    keys_in_flight: set[str] = field(default_factory=set)
-    in_flight: int = 0
+    claims: Claims = field(default_factory=Claims)
     declined: int = 0
     sends: int = 0
     lookups: int = 0
 
-    def admit(self, key: str | None, fp: str) -> Reply | None:
+    # -- provider.ledger.LedgerState ---------------------------------------
+
+    def now(self) -> float:
+        return self.clock
+
+    def stored_key(self, key: str) -> StoredKey | None:
+        return self.keys.get(key)
+
+    def key_in_flight(self, key: str) -> bool:
+        return self.claims.key_in_flight(key)
+
+    def reference_in_flight(self, reference: str) -> bool:
+        return self.claims.reference_in_flight(reference)
+
+    def effects(self, reference: str) -> list[EffectRow]:
+        return self.applied
+
+    def claim(self, key: str | None, reference: str) -> None:
+        self.claims.claim(key, reference)
+
+    def unclaim(self, key: str | None, reference: str) -> None:
+        self.claims.unclaim(key, reference)
+
+    def append_effect(self, ticket: SendTicket, body: dict[str, Any], at: float) -> int:
+        self.applied.append(EffectRow(len(self.applied) + 1, ticket.fingerprint, at, False))
+        return len(self.applied)
+
+    def store_key(self, key: str, stored: StoredKey) -> None:
+        self.keys[key] = stored
+
+    def record_send(self, ticket: SendTicket, outcome: Outcome, status: int, at: float) -> None:
         self.sends += 1
-        stored = self.keys.get(key) if key and self.contract.dedup else None
-        decision = decide(self.contract, key, stored, key in self.keys_in_flight, fp, self.clock)
-        if decision is Decision.APPLY:
-            if key and self.contract.dedup:
-                self.keys_in_flight.add(key)
-            self.in_flight += 1
-            return None
-        if decision is Decision.REPLAY:
-            assert stored is not None
-            return Reply(stored.status, str(stored.response.get("id", "")), replayed=True)
-        return Reply(422 if decision is Decision.CONFLICT else 409)
+        self.declined += outcome is Outcome.DECLINED
 
-    def apply(self, key: str | None, fp: str, payload: dict[str, Any]) -> Reply:
-        if declines(self.contract, payload):
-            self.declined += 1
-            reply = Reply(402)
-        else:
-            self.effects.append(EffectRow(len(self.effects) + 1, fp, self.clock, False))
-            reply = Reply(201, f"eff_{len(self.effects)}")
-        if key and self.contract.dedup:
-            self.keys[key] = StoredKey(fp, reply.status, {"id": reply.receipt}, self.clock)
-        self.drop(key)
-        return reply
-
-    def drop(self, key: str | None) -> None:
-        self.keys_in_flight.discard(key or "")
-        self.in_flight -= 1
-
-    def read(self, path: ReadPath, fp: str) -> Lookup:
+    def count_read(self, reference: str, read: Read) -> None:
         self.lookups += 1
+
+    def withdraw(self, reference: str, at: float) -> int:
+        live = sum(not e.withdrawn for e in self.applied)
+        self.applied = [replace(e, withdrawn=True) for e in self.applied]
+        return live
+
+    def shift_clock(self, seconds: float) -> float:
+        self.clock += seconds
+        return self.clock
+
+    # -- what a worker sees ------------------------------------------------
+
+    def read(self, path: ReadPath, reference: str, fp: str) -> Lookup:
         if path is ReadPath.LISTING:
-            rows = [e for e in self.effects if listed(e, self.contract, self.clock)]
-            return Lookup(Seen.FOUND, f"eff_{rows[-1].id}", rows[-1].fingerprint == fp) if rows else Lookup(Seen.EMPTY)
+            rows = ledger.listing(self, reference)
+            return Lookup(Seen.FOUND, receipt(rows[-1].id), rows[-1].fingerprint == fp) if rows else Lookup(Seen.EMPTY)
         if not self.contract.single_lookup:
             return Lookup(Seen.UNKNOWN)
-        status, effect = lookup_status(self.effects, self.in_flight > 0)
-        if status == 200 and effect is not None:
-            return Lookup(Seen.FOUND, f"eff_{effect.id}", effect.fingerprint == fp)
-        return Lookup({404: Seen.ABSENT, 410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}[status])
+        status, effect = ledger.lookup(self, reference)
+        if effect is None or status != 200:
+            return Lookup(seen(status))
+        return Lookup(Seen.FOUND, receipt(effect.id), effect.fingerprint == fp)
+
+
+def _reply(answer: ledger.Answer) -> Reply:
+    return Reply(answer.status, str(answer.body.get("id", "")), answer.replayed)
 
 
 @dataclass(slots=True)
 class _Held:
     """A request the provider holds in flight, applied when the controller releases it."""
 
-    key: str | None
-    fp: str
+    ticket: SendTicket
     body: dict[str, Any]
     reply: Reply | None = None
 
@@ -162,6 +177,7 @@ class _Op:
         body = {"reference": self.id, **self.payload}
         fp = fingerprint(body)
         key = {KeyMode.NONE: None, KeyMode.STABLE: self.id, KeyMode.FRESH: f"{self.id}#{number}"}[self.strategy.key]
+        ticket = SendTicket(self.id, self.id, key, fp, number)
         provider = self.provider
         contacted = False
 
@@ -182,15 +198,15 @@ class _Op:
             elif isinstance(step, WriteMarker):
                 self.marker = step.marker
             elif isinstance(step, Send):
-                early = provider.admit(key, fp)
+                early = ledger.admit(provider, ticket)
                 if early is not None:
-                    return answered(early)
+                    return answered(_reply(early))
                 if fault is not None and fault.boundary is Boundary.BEFORE_EFFECT:
                     rule = RULES[fault.fault]
                     if rule.release[Boundary.BEFORE_EFFECT] is Release.DROP:
-                        provider.drop(key)
+                        ledger.drop(provider, ticket)
                         raise _Hit(fault)
-                    self.held = _Held(key, fp, body)
+                    self.held = _Held(ticket, body)
                     if rule.client_gives_up:
                         raise _Hit(fault)
                     # The client keeps waiting while the duplicate runs; its first answer releases this request.
@@ -200,12 +216,12 @@ class _Op:
                     duplicate()
                     assert held.reply is not None
                     return held.reply
-                reply = provider.apply(key, fp, body)
+                reply = _reply(ledger.apply(provider, ticket, body))
                 if fault is not None and fault.boundary is Boundary.AFTER_EFFECT:
                     raise _Hit(fault)
                 return answered(reply)
             elif isinstance(step, AskProvider):
-                return answered(provider.read(self.scenario.read_path, fp))
+                return answered(provider.read(self.scenario.read_path, self.id, fp))
             return None
 
         return drive(attempt(self.strategy, _WAITS), do)
@@ -213,7 +229,7 @@ class _Op:
     def release(self) -> None:
         if self.held is not None:
             held, self.held = self.held, None
-            held.reply = self.provider.apply(held.key, held.fp, held.body)
+            held.reply = _reply(ledger.apply(self.provider, held.ticket, held.body))
 
     def nemesis(self) -> None:
         """What the scenario changes after a fault, before the next attempt."""
@@ -221,9 +237,9 @@ class _Op:
         if nemesis is Nemesis.CHANGE_PAYLOAD:
             self.payload = replanned(self.payload)
         elif nemesis is Nemesis.EXPIRE_KEYS:
-            self.provider.clock += self.provider.contract.retention_seconds + 1
+            ledger.advance_clock(self.provider, self.provider.contract.retention_seconds + 1)
         elif nemesis is Nemesis.WITHDRAW:
-            self.provider.effects = [EffectRow(e.id, e.fingerprint, e.applied_at, True) for e in self.provider.effects]
+            ledger.withdraw(self.provider, self.id)
 
     def facts(self, intent: str, result: Result | None) -> OpFacts:
         provider = self.provider
@@ -231,8 +247,8 @@ class _Op:
             op=self.id,
             intent=intent,
             attempts=self.attempts,
-            effects=len(provider.effects),
-            withdrawn=sum(e.withdrawn for e in provider.effects),
+            effects=len(provider.applied),
+            withdrawn=sum(e.withdrawn for e in provider.applied),
             declined=provider.declined,
             sends=provider.sends,
             lookups=provider.lookups,
@@ -267,7 +283,7 @@ def simulate_op(
             kills += RULES[hit.armed.fault].kills_horse
             if scenario.nemesis is Nemesis.REMINT and reminted is None:
                 # A new identity: its own marker, its own record (and key) at the provider.
-                reminted = _Op(f"{made.id}:r1", strategy, scenario, _Provider(scenario.contract), op.payload)
+                reminted = _Op(reminted_id(made.id), strategy, scenario, _Provider(scenario.contract), op.payload)
             op.nemesis()
             continue
         break

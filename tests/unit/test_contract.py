@@ -17,7 +17,8 @@ from provider.contract import (
     listed,
     lookup_status,
 )
-from provider.store import LogReader, SendTicket, Store
+from provider.ledger import SendTicket
+from provider.store import LogReader, Store
 
 ON = Contract()
 FP = fingerprint({"reference": "op-1", "recipient": "a@example.test", "message": "hi"})
@@ -132,6 +133,6 @@ def test_withdrawn_effect_answers_410(store):
     store.admit(ticket(key=None))
     store.apply(ticket(key=None), {"reference": "op-1", "recipient": "a@example.test", "message": "hi"})
     assert store.withdraw("l", "op-1") == 1
-    assert store.lookup("l", "op-1", 2)[0] == 410
-    assert store.listing("l", "op-1", 2) == []
-    assert store.lookup("l", "never", 1)[0] == 404
+    assert store.lookup("l", "op-1")[0] == 410
+    assert store.listing("l", "op-1") == []
+    assert store.lookup("l", "never")[0] == 404

@@ -1,0 +1,46 @@
+"""What the provider's answers mean to a worker: its reply to a send, and what
+a lookup by reference established. The HTTP client and the model both read
+statuses through `seen`, so the two cannot disagree on what a status means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The provider's answer to a send, as the handler sees it."""
+
+    status: int
+    receipt: str = ""
+    replayed: bool = False
+
+
+class Seen(StrEnum):
+    """What a lookup at the provider established."""
+
+    FOUND = "found"  # an effect exists for the reference
+    ABSENT = "absent"  # strongly consistent: never existed, nothing in flight (404)
+    WITHDRAWN = "withdrawn"  # existed and was withdrawn (410)
+    IN_FLIGHT = "in-flight"  # a request for it is still being processed (409)
+    EMPTY = "empty"  # a listing returned nothing: not proof of absence
+    UNKNOWN = "unknown"  # any other answer
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    seen: Seen
+    receipt: str = ""
+    same_payload: bool = True
+
+
+_BY_STATUS = {200: Seen.FOUND, 404: Seen.ABSENT, 410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}
+
+
+def seen(status: int, authoritative: bool = True) -> Seen:
+    """The single-item lookup's status read as evidence. A 404 proves absence
+    only when the provider says so (not, say, for a ledger it does not know)."""
+    if status == 404 and not authoritative:
+        return Seen.UNKNOWN
+    return _BY_STATUS.get(status, Seen.UNKNOWN)
