@@ -63,18 +63,20 @@ class FaultRule:
     client_gives_up: bool = True
 
 
-_KILL_RELEASE = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
+# What becomes of a request whose client is gone: the provider's default too,
+# when the controller never answers a hold.
+ABANDONED = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
 
 RULES: dict[Fault, FaultRule] = {
-    Fault.KILL: FaultRule(ORDER, True, False, Trigger.KILLED, Settle.AT_RELEASE, _KILL_RELEASE),
-    Fault.KILL_WORKER: FaultRule(ORDER, True, True, Trigger.KILLED, Settle.AT_RELEASE, _KILL_RELEASE),
+    Fault.KILL: FaultRule(ORDER, True, False, Trigger.KILLED, Settle.AT_RELEASE, ABANDONED),
+    Fault.KILL_WORKER: FaultRule(ORDER, True, True, Trigger.KILLED, Settle.AT_RELEASE, ABANDONED),
     Fault.TIMEOUT: FaultRule(
         tuple(b for b in ORDER if b in PROVIDER_SIDE),
         False,
         False,
         Trigger.CLIENT_TIMED_OUT,
         Settle.AT_RELEASE,
-        _KILL_RELEASE,
+        ABANDONED,
     ),
     Fault.LATE: FaultRule(
         (Boundary.BEFORE_EFFECT,),

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from labcore.boundaries import Boundary
-from labcore.bus import Hit
+from labcore.events import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt

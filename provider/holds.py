@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from labcore.boundaries import Boundary
-from labcore.bus import Bus, Hit
-from labcore.faults import Release
-
-# If the controller never answers, do what a killed client would leave behind.
-_DEFAULT = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
+from labcore.bus import Bus
+from labcore.events import Hit, Side
+from labcore.faults import ABANDONED, Release
 
 
 class Holds:
@@ -25,9 +23,10 @@ class Holds:
     def at(self, boundary: Boundary, hit: Hit | None) -> Release | None:
         if self._bus is None or hit is None or hit.boundary != boundary:
             return None
-        self._bus.report(replace(hit, side="provider"))
+        self._bus.report(replace(hit, side=Side.PROVIDER))
         action = self._bus.await_release(hit.hit)
-        return _DEFAULT[boundary] if action is None else Release(action)
+        # If the controller never answers, do what a killed client would leave behind.
+        return ABANDONED[boundary] if action is None else action
 
     def done(self, boundary: Boundary, hit: Hit | None) -> None:
         """The held request's release has been carried out (state is final)."""

@@ -17,6 +17,7 @@ from rq import get_current_job
 
 from labcore import plan
 from labcore.bus import Bus
+from labcore.events import EventKind
 from labcore.keys import RunKeys
 from labcore.payloads import fingerprint
 from labcore.procs import die_with_parent
@@ -85,7 +86,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
                     timeout=s.client_timeout,
                 )
             except client.Timeout:
-                probe.event("call-timeout")
+                probe.event(EventKind.CALL_TIMEOUT)
                 raise
             probe.contact(str(reply.status))
             return reply
@@ -100,9 +101,9 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     try:
         result: Result = drive(attempt(strategy, s.max_waits), do)
     except BaseException as exc:
-        probe.event("attempt-end", outcome="error", error=type(exc).__name__)
+        probe.event(EventKind.ATTEMPT_END, outcome="error", error=type(exc).__name__)
         raise
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
-    probe.event("attempt-end", outcome=result.outcome.value, detail=result.detail)
+    probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
     ledger.finish(op, result)
     return result.outcome.value

@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from labcore.boundaries import Boundary
-from labcore.bus import Bus, Event, Hit, hit_id
+from labcore.bus import Bus
+from labcore.events import Event, EventKind, Hit
+from labcore.ids import HitId
 from labcore.plan import Armed
 
 
@@ -33,7 +35,7 @@ class Probe:
         self.watched = bool(armed)
         self._hits = {
             a.boundary: Hit(
-                hit_id(cell, seq, a.attempt, a.boundary),
+                str(HitId(cell, seq, a.attempt, a.boundary)),
                 cell,
                 op,
                 a.attempt,
@@ -45,7 +47,7 @@ class Probe:
             for a in armed
             if a.attempt == attempt
         }
-        self._earlier = [hit_id(cell, seq, a.attempt, a.boundary) for a in armed if a.attempt < attempt]
+        self._earlier = [str(HitId(cell, seq, a.attempt, a.boundary)) for a in armed if a.attempt < attempt]
         self._contacted = False
 
     def begin(self, enqueued_at: float | None) -> None:
@@ -53,7 +55,7 @@ class Probe:
             return
         if self._earlier and not self._bus.await_settled(self._earlier):
             raise ControllerAbsent(f"faults before attempt {self._attempt} of {self._op} were never settled")
-        self.event("attempt-start", enqueuedAt=enqueued_at)
+        self.event(EventKind.ATTEMPT_START, enqueuedAt=enqueued_at)
 
     def at(self, boundary: Boundary) -> None:
         hit = self._hits.get(boundary)
@@ -73,8 +75,8 @@ class Probe:
         """The first answer the provider gave this attempt."""
         if not self._contacted:
             self._contacted = True
-            self.event("contact", answer=answer)
+            self.event(EventKind.CONTACT, answer=answer)
 
-    def event(self, kind: str, **data: Any) -> None:
+    def event(self, kind: EventKind, **data: Any) -> None:
         if self.watched:
             self._bus.emit(Event(kind, self._cell, self._op, self._attempt, self._pid, self._worker, time.time(), data))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from redis import Redis
 
+from labcore import records
 from labcore.keys import CellKeys
 from workers.flow import Result
 from workers.strategies import Marker
@@ -20,6 +21,6 @@ class Ledger:
     def finish(self, op: str, result: Result) -> None:
         """The job is about to return: record what the application now believes."""
         with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(self._keys.outcomes, op, f"{result.outcome}|{result.detail}")
+            pipe.hset(self._keys.outcomes, op, records.encode(result.outcome, result.detail))
             pipe.incr(self._keys.ended)
             pipe.execute()

@@ -285,7 +285,6 @@ def load(
     )
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
-    from testbed.judge import invariants
     from testbed.report import live
     from testbed.report import tables as report
 
@@ -304,11 +303,9 @@ def load(
         parallel=1,
         window=window,
         history=False,
+        promises=True,
     )
     line.clear()
-    for row in ran.rows:
-        row.broken = invariants.broken(row.cell.strategy, row.counts)
-        row.extra["invariants"] = invariants.promises(row.cell.strategy)
     print(
         report.load_table(ran.rows, f"{ops} ops per strategy, {workers} workers, kill rate {kill_rate:g}, seed {seed}")
     )

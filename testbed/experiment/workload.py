@@ -7,6 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from labcore.ids import op_id
 from testbed.experiment.scenarios import DECLINE_DOMAIN
 
 _MESSAGES = (
@@ -15,10 +16,6 @@ _MESSAGES = (
     "Your support ticket {n} was answered.",
     "A new sign-in to account {n} was detected.",
 )
-
-
-def op_id(seq: int) -> str:
-    return f"tenant-demo:notification:{seq}"
 
 
 @dataclass(frozen=True, slots=True)

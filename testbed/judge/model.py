@@ -11,6 +11,7 @@ never in bookkeeping.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,13 +51,18 @@ def inexact_fields(fault: Fault) -> frozenset[str]:
     return frozenset({"requests", "lookups"}) if fault in (Fault.LATE, Fault.HOLD) else frozenset()
 
 
-def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
+def predict_ops(cell: Cell, plan: Plan, ops: int, retries: int) -> Iterator[tuple[int, list[OpFacts], int, int]]:
+    """Each op in order: (sequence number, facts of every op made for it, kills, faults)."""
     scenario = SCENARIOS[cell.scenario]
     strategy = STRATEGIES[cell.strategy]
+    for seq in range(1, ops + 1):
+        yield seq, *simulate_op(seq, plan.armed(seq), strategy, scenario, retries)
+
+
+def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
     tally = Tally()
     kills = faults = 0
-    for seq in range(1, ops + 1):
-        facts, op_kills, op_faults = simulate_op(seq, plan.armed(seq), strategy, scenario, retries)
+    for _, facts, op_kills, op_faults in predict_ops(cell, plan, ops, retries):
         tally.add(facts)
         kills += op_kills
         faults += op_faults

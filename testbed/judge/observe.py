@@ -9,25 +9,21 @@ from collections.abc import Iterator
 
 from redis import Redis
 
+from labcore import records
+from labcore.ids import JobId, JobKind, op_id
 from labcore.keys import CellKeys
 from provider.store import LogReader, ReferenceRecord
-from testbed.experiment.workload import op_id
 from testbed.judge.checker import OpFacts
 from workers.flow import Outcome
 
 CHUNK = 1000
 
 
-def job_id(cell_id: str, seq: int) -> str:
-    """An op's job; a job the planner adds for it has a suffix (`-d` duplicate, `-r` re-minted)."""
-    return f"{cell_id}-{seq}"
-
-
 def op_facts(
     redis: Redis, keys: CellKeys, log: LogReader, ledger: str, cell_id: str, ops: int, failed: set[str]
 ) -> Iterator[list[OpFacts]]:
     """Per logical action, the facts of every op (identity) created for it."""
-    failed_jobs = {(int(parts[1]), parts[2] if len(parts) > 2 else "") for parts in (j.split("-") for j in failed)}
+    failed_jobs = {(job.seq, job.kind) for job in map(JobId.parse, failed) if job is not None}
     for start in range(1, ops + 1, CHUNK):
         seqs = range(start, min(ops, start + CHUNK - 1) + 1)
         ids = [op_id(seq) for seq in seqs]
@@ -40,8 +36,8 @@ def op_facts(
         local = dict(zip(every, zip(outcomes, attempts, strict=True), strict=True))
         records = log.records(ledger, every)
         for seq, op in zip(seqs, ids, strict=True):
-            made = [(op, (seq, "") in failed_jobs or (seq, "d") in failed_jobs)]
-            made += [(again, (seq, "r") in failed_jobs) for again in reminted.get(op, [])]
+            made = [(op, (seq, JobKind.FIRST) in failed_jobs or (seq, JobKind.DUPLICATE) in failed_jobs)]
+            made += [(again, (seq, JobKind.REMINT) in failed_jobs) for again in reminted.get(op, [])]
             yield [_facts(name, op, local[name], records.get(name, ReferenceRecord()), lost) for name, lost in made]
 
 
@@ -49,7 +45,7 @@ def _facts(
     op: str, intent: str, local: tuple[bytes | None, bytes | None], record: ReferenceRecord, job_failed: bool
 ) -> OpFacts:
     outcome, tries = local
-    state, _, detail = (outcome or b"").decode().partition("|")
+    state, detail = records.decode(outcome) or ("", "")
     return OpFacts(
         op=op,
         intent=intent,

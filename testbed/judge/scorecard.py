@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.experiment.matrix import Cell
-from testbed.judge.checker import COUNT_FIELDS, Counts, HeldOp
-from testbed.judge.model import Prediction
+from testbed.judge.checker import COUNT_FIELDS, Counts, HeldOp, Tally
 
 
 def camel(name: str) -> str:
@@ -35,10 +34,9 @@ class Expected:
     inexact: frozenset[str] = frozenset()
 
     @classmethod
-    def from_prediction(cls, prediction: Prediction) -> Expected:
-        counts = {name: getattr(prediction.tally.counts, name) for name in COUNT_FIELDS}
-        counts |= {"kills": prediction.kills, "faults": prediction.faults}
-        return cls(counts, prediction.inexact)
+    def from_tally(cls, tally: Tally, kills: int, faults: int, inexact: frozenset[str]) -> Expected:
+        counts = {name: getattr(tally.counts, name) for name in COUNT_FIELDS}
+        return cls(counts | {"kills": kills, "faults": faults}, inexact)
 
     def override(self, values: dict[str, int]) -> Expected:
         return Expected(self.counts | values, self.inexact - set(values))
@@ -79,6 +77,7 @@ class Row:
     anomalies: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # invariants a load row breaks
     extra: dict[str, Any] = field(default_factory=dict)
+    op_differences: list[Any] = field(default_factory=list)  # verdict.OpDifference, when the row differs
 
     @property
     def observed(self) -> dict[str, int]:
@@ -124,4 +123,6 @@ class Row:
         row["differences"] = self.problems
         row["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in self.held]
         row.update(self.extra)
+        if self.op_differences:
+            row["opDifferences"] = [d.to_json() for d in self.op_differences]
         return row

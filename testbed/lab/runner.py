@@ -16,17 +16,20 @@ from dataclasses import asdict, dataclass, field
 from rq import Queue, Retry
 
 from labcore import plan as plans
+from labcore.ids import JobId, JobKind
 from labcore.keys import QUEUE, CellKeys
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import Stack
-from testbed.judge.checker import tally
-from testbed.judge.model import predict
-from testbed.judge.observe import job_id, op_facts
-from testbed.judge.scorecard import Expected, Row, latency_stats
-from testbed.nemesis.controller import Controller, Recovery
+from testbed.judge.observe import op_facts
+from testbed.judge.scorecard import Row
+from testbed.judge.verdict import Judgement, judge
+from testbed.nemesis.controller import Controller
+from testbed.nemesis.kills import Killer
+from testbed.nemesis.recovery import Recovery
+from testbed.nemesis.world import World
 from workers.handler import JobSpec
 
 JOB_FUNCTION = "workers.handler.perform"
@@ -57,6 +60,8 @@ class RunOptions:
     window: int | None = None
     # Per-op event histories in the results (off for load: memory must not grow with the run).
     history: bool = True
+    # Check each strategy's promises whatever the faults (load).
+    promises: bool = False
     # (strategy, boundary label) -> fields the user expects instead of the model's values
     overrides: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
@@ -118,10 +123,9 @@ class CellRunner:
         self.controller = Controller(
             stack.bus,
             stack.redis,
-            stack.supervisor,
-            stack.admin,
+            Killer(stack.supervisor),
+            World(stack.redis, stack.admin, self._enqueue_extra),
             QUEUE,
-            self._enqueue_extra,
             options.recovery,
             options.history,
         )
@@ -197,7 +201,7 @@ class CellRunner:
             self._failed_count = failed_count
         done = []
         for r, count in zip(cells, ended, strict=True):
-            r.over = int(count or 0) + sum(f.startswith(f"{r.id}-") for f in self._failed)
+            r.over = int(count or 0) + sum(JobId.of_cell(f, r.id) for f in self._failed)
             if r.over >= o.ops + r.extra:
                 done.append(r)
             elif time.monotonic() - r.started > o.cell_timeout:
@@ -223,26 +227,11 @@ class CellRunner:
         s, o = self.stack, self.options
         seen = self.controller.finish(r.id)
         wall = time.monotonic() - r.started
-        failed = {f for f in self._failed if f.startswith(f"{r.id}-")}
-        result = tally(op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed))
-        expected = Expected.from_prediction(predict(r.cell, r.plan, o.ops, o.retries))
-        override = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
-        if override:
-            expected = expected.override(override)
-        extra = {"history": seen.history} if o.history else {}
-        return Row(
-            cell=r.cell,
-            counts=result.counts,
-            kills=seen.kill_count,
-            faults=seen.faults,
-            workers=s.options.workers,
-            wall_seconds=wall,
-            expected=expected,
-            held=result.held,
-            replay_latency_ms=latency_stats(list(seen.replay_latencies_ms)),
-            anomalies=seen.anomalies,
-            extra=extra,
-        )
+        failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
+        observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
+        overrides = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
+        judgement = Judgement(r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises)
+        return judge(judgement, observed, seen, s.options.workers, wall)
 
     def _progress(self, r: _Running, now: float) -> Progress:
         return Progress(r.cell, r.over, self.options.ops + r.extra, self.controller.kills(r.id), now - r.started)
@@ -276,12 +265,12 @@ class CellRunner:
         r.enqueued += count
         return count
 
-    def _job(self, r: _Running, seq: int, op: str, suffix: str = "", at_front: bool = False) -> object:
+    def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> object:
         retries = self.options.retries
         return Queue.prepare_data(
             JOB_FUNCTION,
             args=(r.spec, op, seq),
-            job_id=job_id(r.id, seq) + suffix,
+            job_id=str(JobId(r.id, seq, kind)),
             retry=Retry(max=retries) if retries else None,
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
@@ -289,11 +278,11 @@ class CellRunner:
             at_front=at_front,
         )
 
-    def _enqueue_extra(self, cell_id: str, seq: int, op: str, suffix: str, at_front: bool) -> None:
+    def _enqueue_extra(self, cell_id: str, seq: int, op: str, kind: str, at_front: bool) -> None:
         """A job the planner adds for an op (a duplicate of it, or a re-minted one)."""
         r = self._running[cell_id]
         r.extra += 1
-        self.queue.enqueue_many([self._job(r, seq, op, f"-{suffix}", at_front)])
+        self.queue.enqueue_many([self._job(r, seq, op, kind, at_front)])
 
 
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:

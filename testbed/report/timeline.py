@@ -1,62 +1,55 @@
-"""Replay timelines: each killed op's attempts, as the controller saw them (pure)."""
+"""Replay timelines: each killed op's attempts, as the run saw them (pure)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from labcore.events import EventKind, Noted
+from testbed.judge.observer import parse_history, replay_latency_ms
 
-def _line(event: Mapping[str, Any], t0: float) -> str | None:
-    kind, at = event["event"], event["at"]
-    stamp = f"{(at - t0) * 1000:+10.1f} ms  "
-    n = event.get("attempt")
-    if kind == "attempt-start":
-        requeued = event.get("enqueuedAt")
+
+def _line(event: Noted, t0: float) -> str | None:
+    kind, d = event.kind, event.data
+    stamp = f"{(event.at - t0) * 1000:+10.1f} ms  "
+    n = d.get("attempt")
+    if kind is EventKind.ATTEMPT_START:
+        requeued = d.get("enqueuedAt")
         since = f", enqueued at {(requeued - t0) * 1000:+.1f} ms" if requeued and n and n > 1 else ""
-        return f"{stamp}attempt {n} started by {event['worker']} (pid {event['pid']}){since}"
-    if kind == "killed":
-        pids = ", ".join(map(str, event["pids"]))
-        what = "worker and work-horse" if len(event["pids"]) > 1 else "work-horse"
+        return f"{stamp}attempt {n} started by {d['worker']} (pid {d['pid']}){since}"
+    if kind is EventKind.KILLED:
+        pids = ", ".join(map(str, d["pids"]))
+        what = "worker and work-horse" if len(d["pids"]) > 1 else "work-horse"
         return (
-            f"{stamp}killed at {event['boundary']}: {what} of {event['worker']} (pid {pids}),"
-            f" confirmed gone in {event['confirmedMs']} ms"
+            f"{stamp}killed at {d['boundary']}: {what} of {d['worker']} (pid {pids}),"
+            f" confirmed gone in {d['confirmedMs']} ms"
         )
-    if kind == "worker-restarted":
-        return f"{stamp}{event['fresh']} started in place of {event['dead']}"
-    if kind == "recovered":
-        return f"{stamp}requeued by {event['mode']} recovery (RQ's started-registry cleanup)"
-    if kind == "nemesis":
-        return f"{stamp}nemesis: {event['action']}"
-    if kind == "call-timeout":
+    if kind is EventKind.WORKER_RESTARTED:
+        return f"{stamp}{d['fresh']} started in place of {d['dead']}"
+    if kind is EventKind.RECOVERED:
+        return f"{stamp}requeued by {d['mode']} recovery (RQ's started-registry cleanup)"
+    if kind is EventKind.NEMESIS:
+        return f"{stamp}nemesis: {d['action']}"
+    if kind is EventKind.CALL_TIMEOUT:
         return f"{stamp}attempt {n}: provider call timed out"
-    if kind == "attempt-end":
-        detail = event.get("detail") or event.get("error") or ""
-        return f"{stamp}attempt {n} ended: {event['outcome']}" + (f" ({detail})" if detail else "")
+    if kind is EventKind.ATTEMPT_END:
+        detail = d.get("detail") or d.get("error") or ""
+        return f"{stamp}attempt {n} ended: {d['outcome']}" + (f" ({detail})" if detail else "")
     return None  # hits and first answers are in results.json; the timeline shows what a reader follows
 
 
 def render(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     """One block per op that was killed, events in time order, times from its first event."""
     blocks = []
-    for op, events in history.items():
-        if not any(e["event"] == "killed" for e in events):
+    for op, events in parse_history(history).items():
+        if not any(e.kind is EventKind.KILLED for e in events):
             continue
-        ordered = sorted(events, key=lambda e: e["at"])
-        t0 = ordered[0]["at"]
-        latency = _replay_latency(ordered)
+        ordered = sorted(events, key=lambda e: e.at)
+        latency = replay_latency_ms(ordered)
         lines = [op + ("" if latency is None else f"  (replayed {latency:.1f} ms after the kill)")]
-        lines += [line for e in ordered if (line := _line(e, t0)) is not None]
+        lines += [line for e in ordered if (line := _line(e, ordered[0].at)) is not None]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def _replay_latency(events: Sequence[Mapping[str, Any]]) -> float | None:
-    killed = next((e for e in events if e["event"] == "killed"), None)
-    if killed is None:
-        return None
-    after = (e for e in events if e["event"] == "attempt-start" and e["attempt"] > killed["attempt"])
-    start = next(after, None)
-    return None if start is None else (start["at"] - killed["at"]) * 1000
 
 
 def summary(stats: Mapping[str, float] | None, kills: int) -> str:

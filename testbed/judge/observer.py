@@ -1,0 +1,92 @@
+"""What a run saw of each cell, besides the provider's log: faults hit, kills,
+every watched op's history, and how long killed jobs took to come back.
+
+Replay latency (kill to the op's next attempt) is computed here only, by
+`ReplayClock`, both as a run goes and afterwards from a stored history.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from labcore.events import Event, EventKind, Noted
+
+
+@dataclass(slots=True)
+class ReplayClock:
+    """Kill -> next attempt start, per op; holds only ops killed and not yet replayed."""
+
+    _killed: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def killed(self, op: str, at: float, attempt: int) -> None:
+        self._killed[op] = (at, attempt)
+
+    def started(self, op: str, at: float, attempt: int) -> float | None:
+        """The latency in ms if this attempt replays a killed one."""
+        killed = self._killed.get(op)
+        if killed is None or killed[1] >= attempt:
+            return None
+        del self._killed[op]
+        return (at - killed[0]) * 1000
+
+
+def replay_latency_ms(events: Iterable[Noted]) -> float | None:
+    """From one op's stored history: kill to the next attempt's start (the first kill)."""
+    clock, killed = ReplayClock(), False
+    for event in sorted(events, key=lambda e: e.at):
+        if event.kind is EventKind.KILLED and not killed:
+            killed = True
+            clock.killed("op", event.at, int(event.data["attempt"]))
+        elif event.kind is EventKind.ATTEMPT_START:
+            latency = clock.started("op", event.at, int(event.data["attempt"]))
+            if latency is not None:
+                return latency
+    return None
+
+
+@dataclass(slots=True)
+class CellObservations:
+    """What the run saw during one cell. Without `keep_history` it holds counts
+    and latencies only, so a long run's memory does not grow with it."""
+
+    keep_history: bool = True
+    faults: int = 0
+    kill_count: int = 0
+    replay_latencies_ms: array[float] = field(default_factory=lambda: array("d"))
+    history: dict[str, list[Noted]] = field(default_factory=dict)
+    anomalies: list[str] = field(default_factory=list)
+    _replays: ReplayClock = field(default_factory=ReplayClock)
+
+    def note(self, op: str, kind: EventKind, at: float, **data: Any) -> None:
+        if self.keep_history:
+            self.history.setdefault(op, []).append(Noted(kind, at, data))
+
+    def hit(self, op: str, at: float, **data: Any) -> None:
+        self.faults += 1
+        self.note(op, EventKind.HIT, at, **data)
+
+    def killed(self, op: str, at: float, attempt: int, **data: Any) -> None:
+        self.kill_count += 1
+        self._replays.killed(op, at, attempt)
+        self.note(op, EventKind.KILLED, at, attempt=attempt, **data)
+
+    def event(self, event: Event) -> None:
+        """An attempt's own report."""
+        self.note(
+            event.op, event.kind, event.ts, attempt=event.attempt, pid=event.pid, worker=event.worker, **event.data
+        )
+        if event.kind is EventKind.ATTEMPT_START:
+            latency = self._replays.started(event.op, event.ts, event.attempt)
+            if latency is not None:
+                self.replay_latencies_ms.append(latency)
+
+    def history_json(self) -> dict[str, list[dict[str, Any]]]:
+        return {op: [e.to_json() for e in events] for op, events in self.history.items()}
+
+
+def parse_history(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[Noted]]:
+    """A stored history (results.json) back into typed entries."""
+    return {op: [Noted.from_json(dict(e)) for e in events] for op, events in history.items()}

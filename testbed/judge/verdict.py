@@ -1,0 +1,124 @@
+"""One verdict for every row, chaos or load: the observed facts next to the
+model's, op by op; the user's own expectations; the strategy's promises.
+
+The observed facts stream in chunks (a 100,000-op load row never holds them
+all); the model predicts the same ops in the same order, so both tallies and
+the per-op comparison are made in one pass, and a row that differs names the
+ops that differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from labcore.plan import Plan
+from testbed.experiment.matrix import Cell
+from testbed.judge import invariants
+from testbed.judge.checker import OpFacts, Tally
+from testbed.judge.model import inexact_fields, predict_ops
+from testbed.judge.observer import CellObservations
+from testbed.judge.scorecard import Expected, Row, latency_stats
+
+# Enough to see a pattern; the counts say how many there are in all.
+MAX_NAMED_OPS = 10
+
+# What an op's facts are compared on; sends and lookups only where the model is exact.
+_FACTS = ("attempts", "effects", "withdrawn", "declined", "outcome", "job_failed")
+_TIMED = {"sends": "requests", "lookups": "lookups"}
+
+
+@dataclass(frozen=True, slots=True)
+class OpDifference:
+    """One op whose facts differ from the model's: what was planned, expected and seen."""
+
+    op: str
+    plan: list[dict[str, Any]]
+    expected: dict[str, Any]
+    observed: dict[str, Any]
+    events: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    cell: Cell
+    plan: Plan
+    ops: int
+    retries: int
+    overrides: dict[str, int] | None = None  # the user's own expectation for this cell
+    promises: bool = False  # also check what the strategy promises whatever the faults (load)
+
+
+def judge(
+    j: Judgement, observed: Iterable[Sequence[OpFacts]], seen: CellObservations, workers: int, wall: float
+) -> Row:
+    fields = [*_FACTS, *(f for f, total in _TIMED.items() if total not in inexact_fields(j.cell.fault))]
+    real, model = Tally(), Tally()
+    kills = faults = 0
+    differing: list[tuple[int, Sequence[OpFacts], list[OpFacts]]] = []
+    for (seq, predicted, op_kills, op_faults), facts in zip(
+        predict_ops(j.cell, j.plan, j.ops, j.retries), observed, strict=True
+    ):
+        real.add(facts)
+        model.add(predicted)
+        kills += op_kills
+        faults += op_faults
+        if len(differing) < MAX_NAMED_OPS and _view(facts, fields) != _view(predicted, fields):
+            differing.append((seq, facts, predicted))
+    expected = Expected.from_tally(model, kills, faults, inexact_fields(j.cell.fault))
+    if j.overrides:
+        expected = expected.override(j.overrides)
+    row = Row(
+        cell=j.cell,
+        counts=real.counts,
+        kills=seen.kill_count,
+        faults=seen.faults,
+        workers=workers,
+        wall_seconds=wall,
+        expected=expected,
+        held=real.held,
+        replay_latency_ms=latency_stats(list(seen.replay_latencies_ms)),
+        anomalies=seen.anomalies,
+        broken=invariants.broken(j.cell.strategy, real.counts) if j.promises else [],
+    )
+    if j.promises:
+        row.extra["invariants"] = invariants.promises(j.cell.strategy)
+    if seen.keep_history:
+        row.extra["history"] = seen.history_json()
+    if not row.passed:
+        row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]
+    return row
+
+
+def _view(ops: Sequence[OpFacts], fields: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"op": o.op, **{f: getattr(o, f) for f in fields}} for o in ops]
+
+
+def _difference(
+    j: Judgement, seq: int, facts: Sequence[OpFacts], predicted: Sequence[OpFacts], seen: CellObservations
+) -> OpDifference:
+    op = facts[0].intent
+    events = [e.to_json() for o in facts for e in seen.history.get(o.op, [])]
+    plan = [{"attempt": a.attempt, "boundary": a.boundary.value, "fault": a.fault.value} for a in j.plan.armed(seq)]
+    return OpDifference(op, plan, _summary(predicted), _summary(facts), sorted(events, key=lambda e: e["at"]))
+
+
+def _summary(ops: Sequence[OpFacts]) -> dict[str, Any]:
+    """What happened to the op (and any op made for it), as a reader follows it."""
+    return {
+        o.op: {
+            "attempts": o.attempts,
+            "effects": o.effects,
+            "withdrawn": o.withdrawn,
+            "declined": o.declined,
+            "sends": o.sends,
+            "lookups": o.lookups,
+            "outcome": o.outcome.value if o.outcome else None,
+            "jobFailed": o.job_failed,
+        }
+        for o in ops
+    }
