@@ -20,6 +20,17 @@ from labcore.boundaries import ORDER, parse_boundary
 from labcore.faults import Fault, parse_fault
 from labcore.plan import EveryNth, Random
 from labcore.procs import port_in_use
+from testbed.cli.options import (
+    Boundaries,
+    CellTimeout,
+    ClientTimeout,
+    ResultsPath,
+    Retries,
+    Seed,
+    StackArgs,
+    Strategies,
+    stack_options,
+)
 from testbed.errors import Interrupted, RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
@@ -35,50 +46,21 @@ app = typer.Typer(
     help="A crash-test lab for the side effects of agent tool calls and queue jobs.",
 )
 
-# Options shared by the commands that run the stack.
-Strategies = Annotated[list[str] | None, Option("--strategy", "-s", help="Strategy (repeatable).")]
-Boundaries = Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")]
-Workers = Annotated[int, Option("--workers", help="RQ worker processes.")]
-Retries = Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")]
-Seed = Annotated[int, Option("--seed", help="Seed for payloads and random plans.")]
-RedisUrl = Annotated[
-    str | None, Option("--redis-url", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix).")
-]
-ProviderPort = Annotated[int, Option("--provider-port", help="Provider port (default: a free one).")]
-ClientTimeout = Annotated[float, Option("--client-timeout", help="Seconds before a provider call times out.")]
-CellTimeout = Annotated[
-    float | None, Option("--cell-timeout", help="Give up on a cell after this many seconds (default: from the run).")
-]
-RecoveryMode = Annotated[str, Option("--recovery", help="How a killed worker's job comes back: forced or rq.")]
-WorkerTtl = Annotated[int, Option("--worker-ttl", help="rq worker --worker-ttl.")]
-MaintenanceInterval = Annotated[int, Option("--maintenance-interval", help="rq worker --maintenance-interval.")]
-MonitoringInterval = Annotated[int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")]
-Keep = Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")]
-ResultsPath = Annotated[Path, Option("--json", help="Where to write the results.")]
 
-
-def _stack(
-    workers: int,
-    redis_url: str | None,
-    provider_port: int,
-    keep: bool,
-    recovery: str,
-    worker_ttl: int,
-    maintenance_interval: int,
-    job_monitoring_interval: int,
-) -> tuple[StackOptions, str]:
-    at_least("--workers", workers)
-    at_least("--worker-ttl", worker_ttl, 2)
-    at_least("--maintenance-interval", maintenance_interval)
-    at_least("--job-monitoring-interval", job_monitoring_interval)
-    if recovery not in ("forced", "rq"):
-        raise UsageError(f"unknown recovery {recovery!r} (choose from forced, rq)")
-    if not 0 <= provider_port <= 65535:
-        raise UsageError(f"--provider-port must be a port number (got {provider_port})")
-    if provider_port and port_in_use(provider_port):
-        raise SetupError(f"provider port {provider_port} is already in use")
-    settings = WorkerSettings(worker_ttl, maintenance_interval, job_monitoring_interval)
-    return StackOptions(workers, redis_url, provider_port, settings, keep), recovery
+def _stack(args: StackArgs) -> tuple[StackOptions, str]:
+    at_least("--workers", args.workers)
+    at_least("--worker-ttl", args.worker_ttl, 2)
+    at_least("--maintenance-interval", args.maintenance_interval)
+    at_least("--job-monitoring-interval", args.job_monitoring_interval)
+    if args.recovery not in ("forced", "rq"):
+        raise UsageError(f"unknown recovery {args.recovery!r} (choose from forced, rq)")
+    port = args.provider_port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--provider-port must be a port number (got {port})")
+    if port and port_in_use(port):
+        raise SetupError(f"provider port {port} is already in use")
+    settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
+    return StackOptions(args.workers, args.redis_url, port, settings, args.keep), args.recovery
 
 
 def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
@@ -105,7 +87,7 @@ def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeo
 
     def options() -> Any:
         from testbed.lab.runner import RunOptions
-        from testbed.nemesis.controller import Recovery
+        from testbed.nemesis.recovery import Recovery
 
         return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
 
@@ -123,7 +105,9 @@ def _finish(ran: Any, json_path: Path, options: dict[str, Any], seed: int) -> in
 
 
 @app.command()
+@stack_options
 def chaos(
+    stack_args: StackArgs,
     strategy: Strategies = None,
     boundary: Boundaries = None,
     fault: Annotated[
@@ -134,21 +118,13 @@ def chaos(
     matrix: Annotated[str, Option("--matrix", help="article (12 cells) or full (every meaningful cell).")] = "article",
     ops: Annotated[int, Option("--ops", help="Operations per cell.")] = 100,
     every: Annotated[int, Option("--every", help="Fault the first attempt of every N-th op.")] = 10,
-    workers: Workers = 4,
     parallel: Annotated[int, Option("--parallel", help="Cells in flight at once.")] = 2,
     retries: Retries = 1,
     seed: Seed = 0,
     json_path: ResultsPath = Path("results.json"),
-    redis_url: RedisUrl = None,
-    provider_port: ProviderPort = 0,
     client_timeout: ClientTimeout = 0.5,
     expect: Annotated[list[str] | None, Option("--expect", help="Own expectation: STRATEGY@BOUNDARY=E/M.")] = None,
     cell_timeout: CellTimeout = None,
-    recovery: RecoveryMode = "forced",
-    worker_ttl: WorkerTtl = 420,
-    maintenance_interval: MaintenanceInterval = 600,
-    job_monitoring_interval: MonitoringInterval = 30,
-    keep: Keep = False,
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell."""
     cells = select_cells(
@@ -164,9 +140,7 @@ def chaos(
     at_least("--retries", retries, 0)
     at_least("--client-timeout", client_timeout, 0.05)
     overrides = parse_expect(expect)
-    stack, mode = _stack(
-        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
-    )
+    stack, mode = _stack(stack_args)
     from testbed.report import tables as report
 
     ran = _run(
@@ -189,31 +163,25 @@ def chaos(
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
     print(f"\n{report.LEGEND}")
-    meta = {"matrix": matrix, "ops": ops, "every": every, "workers": workers, "parallel": parallel}
+    meta = {"matrix": matrix, "ops": ops, "every": every, "workers": stack_args.workers, "parallel": parallel}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
-    meta |= {"redis": "shared" if redis_url else "private", "workerSettings": vars_of(stack.settings)}
+    meta |= {"redis": "shared" if stack_args.redis_url else "private", "workerSettings": vars_of(stack.settings)}
     return _finish(ran, json_path, meta, seed)
 
 
 @app.command()
+@stack_options
 def replay(
+    stack_args: StackArgs,
     strategy: Annotated[str, Option("--strategy", "-s", help="Strategy.")] = "provider-key",
     boundary: Annotated[str, Option("--boundary", "-b", help="Where the kill strikes.")] = "after-effect",
     fault: Annotated[str, Option("--fault", "-f", help="kill (work-horse) or kill-worker.")] = "kill-worker",
     ops: Annotated[int, Option("--ops", help="Operations.")] = 20,
     every: Annotated[int, Option("--every", help="Kill the first attempt of every N-th op.")] = 5,
-    workers: Workers = 4,
     retries: Retries = 1,
     seed: Seed = 0,
     json_path: ResultsPath = Path("replay.json"),
-    redis_url: RedisUrl = None,
-    provider_port: ProviderPort = 0,
     cell_timeout: CellTimeout = None,
-    recovery: RecoveryMode = "forced",
-    worker_ttl: WorkerTtl = 420,
-    maintenance_interval: MaintenanceInterval = 600,
-    job_monitoring_interval: MonitoringInterval = 30,
-    keep: Keep = False,
 ) -> int:
     """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
     chosen = [parse_kill_fault("replay", fault)]
@@ -225,9 +193,7 @@ def replay(
     at_least("--ops", ops)
     at_least("--every", every)
     at_least("--retries", retries, 1)
-    stack, mode = _stack(
-        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
-    )
+    stack, mode = _stack(stack_args)
     from testbed.report import timeline
 
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
@@ -239,13 +205,15 @@ def replay(
     print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
     for problem in row.problems:
         print(f"DIFFERS  {problem}")
-    meta = {"ops": ops, "every": every, "workers": workers, "retries": retries, "recovery": mode}
+    meta = {"ops": ops, "every": every, "workers": stack_args.workers, "retries": retries, "recovery": mode}
     meta |= {"workerSettings": vars_of(stack.settings)}
     return _finish(ran, json_path, meta, seed)
 
 
 @app.command()
+@stack_options
 def load(
+    stack_args: StackArgs,
     strategy: Strategies = None,
     boundary: Annotated[
         list[str] | None, Option("--boundary", "-b", help="Boundaries the kills are drawn from (default: all).")
@@ -253,20 +221,12 @@ def load(
     fault: Annotated[str, Option("--fault", "-f", help="kill or kill-worker.")] = "kill",
     kill_rate: Annotated[float, Option("--kill-rate", help="Chance that an attempt (not the last) is killed.")] = 0.1,
     ops: Annotated[int, Option("--ops", help="Operations per strategy.")] = 1000,
-    workers: Workers = 4,
     retries: Retries = 1,
     seed: Seed = 0,
     window: Annotated[int, Option("--window", help="Jobs enqueued ahead of the workers at most.")] = 2000,
     json_path: ResultsPath = Path("load.json"),
-    redis_url: RedisUrl = None,
-    provider_port: ProviderPort = 0,
     client_timeout: ClientTimeout = 2.0,
     cell_timeout: CellTimeout = None,
-    recovery: RecoveryMode = "forced",
-    worker_ttl: WorkerTtl = 420,
-    maintenance_interval: MaintenanceInterval = 600,
-    job_monitoring_interval: MonitoringInterval = 30,
-    keep: Keep = False,
 ) -> int:
     """Many workers, seeded random kills: check each strategy's invariants (and the model) under load."""
     names = parse_all(strategy, lambda s: parse_strategy(s).name) or list(STRATEGIES)
@@ -280,9 +240,7 @@ def load(
     at_least("--retries", retries, 1 if kill_rate else 0)
     at_least("--window", window, 100)
     at_least("--client-timeout", client_timeout, 0.05)
-    stack, mode = _stack(
-        workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
-    )
+    stack, mode = _stack(stack_args)
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
     from testbed.report import live
@@ -307,11 +265,18 @@ def load(
     )
     line.clear()
     print(
-        report.load_table(ran.rows, f"{ops} ops per strategy, {workers} workers, kill rate {kill_rate:g}, seed {seed}")
+        report.load_table(
+            ran.rows, f"{ops} ops per strategy, {stack_args.workers} workers, kill rate {kill_rate:g}, seed {seed}"
+        )
     )
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
-    meta = {"ops": ops, "workers": workers, "killRate": kill_rate, "boundaries": [b.value for b in boundaries]}
+    meta = {
+        "ops": ops,
+        "workers": stack_args.workers,
+        "killRate": kill_rate,
+        "boundaries": [b.value for b in boundaries],
+    }
     meta |= {"fault": fault, "retries": retries, "window": window, "recovery": mode}
     meta |= {"peakRssMb": report.peak_rss_mb()}
     return _finish(ran, json_path, meta, seed)

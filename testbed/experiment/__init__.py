@@ -1,0 +1,1 @@
+"""The experiment: the workload, the scenarios and the matrix of cells."""

@@ -1,0 +1,1 @@
+"""The infrastructure a run stands on: Redis, the provider process, the RQ workers."""

@@ -1,0 +1,1 @@
+"""The judge: what the run observed, what the model predicts, and the verdict."""

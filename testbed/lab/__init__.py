@@ -1,0 +1,1 @@
+"""A session: the stack up, the cells run on it, the stack down."""

@@ -8,6 +8,7 @@ compare the result with the model's prediction.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.kills import Killer
-from testbed.nemesis.recovery import Recovery
+from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
 from workers.handler import JobSpec
 
@@ -120,13 +121,12 @@ class CellRunner:
         self.progress = progress
         self.tick = tick
         self.queue = Queue(QUEUE, connection=stack.redis)
+        recover = functools.partial(force_recovery, stack.redis, QUEUE)
         self.controller = Controller(
             stack.bus,
-            stack.redis,
             Killer(stack.supervisor),
             World(stack.redis, stack.admin, self._enqueue_extra),
-            QUEUE,
-            options.recovery,
+            recover if options.recovery is Recovery.FORCED else None,
             options.history,
         )
         self._running: dict[str, _Running] = {}

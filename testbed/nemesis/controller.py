@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from redis import Redis
-
 from labcore.bus import Bus
 from labcore.events import Event, EventKind, Hit, Side
 from labcore.faults import RULES, Release, Settle, Trigger
@@ -25,7 +23,7 @@ from testbed.errors import RunFailure
 from testbed.experiment.scenarios import Scenario
 from testbed.judge.observer import CellObservations
 from testbed.nemesis.kills import Killer
-from testbed.nemesis.recovery import Recovery, force_recovery
+from testbed.nemesis.recovery import Recover, Recovery
 from testbed.nemesis.world import World
 
 
@@ -45,19 +43,16 @@ class Controller:
     def __init__(
         self,
         bus: Bus,
-        redis: Redis,
         killer: Killer,
         world: World,
-        queue: str,
-        recovery: Recovery = Recovery.FORCED,
+        recover: Recover | None = None,
         history: bool = True,
     ) -> None:
+        """`recover`: requeue a dead worker's jobs at once (forced recovery); None leaves it to RQ."""
         self._bus = bus
-        self._redis = redis
         self._killer = killer
         self._world = world
-        self._queue = queue
-        self._recovery = recovery
+        self._recover = recover
         self._history = history
         self._cells: dict[str, _Cell] = {}
 
@@ -118,8 +113,8 @@ class Controller:
         if whole_worker:
             fresh = self._killer.replace(kill.owner)
             cell.seen.note(hit.op, EventKind.WORKER_RESTARTED, time.time(), dead=kill.owner.name, fresh=fresh.name)
-            if self._recovery is Recovery.FORCED:
-                requeued = force_recovery(self._redis, self._queue, kill.owner.name)
+            if self._recover is not None:
+                requeued = self._recover(kill.owner.name)
                 cell.seen.note(hit.op, EventKind.RECOVERED, time.time(), mode=Recovery.FORCED.value, jobs=requeued)
 
     def _let_go(self, cell: _Cell, hit: Hit) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 
 from redis import Redis
+
+# A dead worker's name -> the jobs requeued.
+Recover = Callable[[str], list[str]]
 
 
 class Recovery(StrEnum):

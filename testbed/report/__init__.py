@@ -1,0 +1,1 @@
+"""What a run prints and stores: tables, results, timelines, progress."""

@@ -10,7 +10,7 @@ import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.conftest import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+from tests.helpers import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,3 @@
-
 """The provider's contract decisions, and its store's atomicity under concurrent requests."""
 
 import threading

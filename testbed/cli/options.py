@@ -1,0 +1,73 @@
+"""Options more than one command takes, declared once.
+
+The stack options (workers, Redis, provider port, RQ's recovery knobs, keep)
+are added to a command by `@stack_options`: the command receives them as one
+`StackArgs` (`stack_args`) and never lists them itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Annotated, Any, get_type_hints
+
+from typer import Option
+
+Strategies = Annotated[list[str] | None, Option("--strategy", "-s", help="Strategy (repeatable).")]
+Boundaries = Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")]
+Retries = Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")]
+Seed = Annotated[int, Option("--seed", help="Seed for payloads and random plans.")]
+ClientTimeout = Annotated[float, Option("--client-timeout", help="Seconds before a provider call times out.")]
+CellTimeout = Annotated[
+    float | None, Option("--cell-timeout", help="Give up on a cell after this many seconds (default: from the run).")
+]
+ResultsPath = Annotated[Path, Option("--json", help="Where to write the results.")]
+
+
+@dataclass(frozen=True, slots=True)
+class StackArgs:
+    """The stack a run stands on, as the command line gives it."""
+
+    workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 4
+    redis_url: Annotated[
+        str | None,
+        Option("--redis-url", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix)."),
+    ] = None
+    provider_port: Annotated[int, Option("--provider-port", help="Provider port (default: a free one).")] = 0
+    recovery: Annotated[str, Option("--recovery", help="How a killed worker's job comes back: forced or rq.")] = (
+        "forced"
+    )
+    worker_ttl: Annotated[int, Option("--worker-ttl", help="rq worker --worker-ttl.")] = 420
+    maintenance_interval: Annotated[int, Option("--maintenance-interval", help="rq worker --maintenance-interval.")] = (
+        600
+    )
+    job_monitoring_interval: Annotated[
+        int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")
+    ] = 30
+    keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
+
+
+_HINTS = get_type_hints(StackArgs, include_extras=True)
+_STACK = [
+    inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_HINTS[f.name])
+    for f in fields(StackArgs)
+]
+
+
+def stack_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the stack options; it takes them as `stack_args: StackArgs`."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "stack_args"]
+
+    @functools.wraps(command)
+    def with_stack(**given: Any) -> Any:
+        stack = StackArgs(**{p.name: given.pop(p.name) for p in _STACK})
+        return command(stack_args=stack, **given)
+
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + _STACK
+    # typer reads the signature and the annotations: both show the command's own options, then the stack's.
+    with_stack.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    with_stack.__annotations__ = {p.name: p.annotation for p in params}
+    return with_stack

@@ -1,0 +1,105 @@
+"""Helpers for end-to-end tests: run the real `testbed` command and watch every process it starts."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+TESTBED = [sys.executable, "-m", "testbed"]
+
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+    tmpdir: Path
+    results: dict | None
+    # (pid, create_time) of every process seen below the testbed process
+    descendants: set[tuple[int, float]] = field(default_factory=set)
+
+    def row(self, strategy: str, boundary: str, **match: str) -> dict:
+        assert self.results is not None, self.stderr
+        for row in self.results["rows"]:
+            if (
+                row["strategy"] == strategy
+                and row["boundary"] == boundary
+                and all(row[k] == v for k, v in match.items())
+            ):
+                return row
+        raise AssertionError(f"no row {strategy} @ {boundary} {match}")
+
+
+def descendants(pid: int) -> set[tuple[int, float]]:
+    try:
+        procs = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    out = set()
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            out.add((p.pid, p.create_time()))
+    return out
+
+
+def still_running(procs: set[tuple[int, float]]) -> list[int]:
+    alive = []
+    for pid, created in procs:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tuple[subprocess.Popen, Path, Path]:
+    tmpdir = workdir / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    env.pop("REDIS_URL", None)
+    out, err = workdir / "stdout.txt", workdir / "stderr.txt"
+    extra = [] if command == "provider" else ["--json", str(workdir / "results.json")]
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([*TESTBED, command, *args, *extra], stdout=o, stderr=e, env=env, cwd=workdir)
+    return proc, out, err
+
+
+def finish(proc: subprocess.Popen, workdir: Path, timeout: float, seen: set | None = None) -> Ran:
+    seen = set() if seen is None else seen
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        seen |= descendants(proc.pid)
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"testbed did not finish within {timeout} s")
+        time.sleep(0.05)
+    results_path = workdir / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else None
+    return Ran(
+        proc.returncode,
+        (workdir / "stdout.txt").read_text(),
+        (workdir / "stderr.txt").read_text(),
+        workdir / "tmp",
+        results,
+        seen,
+    )
+
+
+def run_testbed(args: list[str], workdir: Path, timeout: float = 240, command: str = "chaos") -> Ran:
+    proc, _, _ = start_testbed(args, workdir, command)
+    return finish(proc, workdir, timeout)
+
+
+def assert_left_nothing(ran: Ran) -> None:
+    assert still_running(ran.descendants) == [], "processes left running"
+    assert list(ran.tmpdir.iterdir()) == [], "temp dir left behind"

@@ -1,0 +1,58 @@
+"""The chaos bus over an in-memory Redis: typed hits and events, releases, settling."""
+
+import fakeredis
+import pytest
+
+from labcore.boundaries import Boundary
+from labcore.bus import Bus
+from labcore.events import Event, EventKind, Hit, Side
+from labcore.faults import Fault, Release
+from labcore.ids import HitId
+from labcore.keys import RunKeys
+
+
+@pytest.fixture
+def bus():
+    return Bus(fakeredis.FakeRedis(), RunKeys("testbed:run"))
+
+
+def hit(attempt: int = 1, boundary: Boundary = Boundary.AFTER_EFFECT) -> Hit:
+    hid = str(HitId("c001", 10, attempt, boundary))
+    return Hit(hid, "c001", "op-10", attempt, boundary, Fault.KILL, 4242, "w1")
+
+
+def test_hits_and_events_arrive_typed_and_in_order(bus):
+    bus.report(hit())
+    bus.emit(Event(EventKind.CONTACT, "c001", "op-10", 2, 7, "w2", 1.5, {"answer": "201"}))
+    first, second = bus.next(timeout=0.1), bus.next(timeout=0.1)
+    assert isinstance(first, Hit) and first.boundary is Boundary.AFTER_EFFECT and first.fault is Fault.KILL
+    assert first.ts > 0 and first.side is Side.WORKER
+    assert isinstance(second, Event) and second.kind is EventKind.CONTACT and second.data == {"answer": "201"}
+    assert bus.next(timeout=0.01) is None
+
+
+def test_a_release_reaches_the_holder_as_a_typed_action(bus):
+    bus.release("c001:10:1:before-effect", Release.DROP)
+    assert bus.await_release("c001:10:1:before-effect", timeout=0.5) is Release.DROP
+    assert bus.await_release("c001:10:1:before-effect", timeout=0.05) is None
+
+
+def test_a_retry_waits_only_for_faults_that_were_hit(bus):
+    reported, never = hit(), hit(boundary=Boundary.JOB_START)
+    bus.report(reported)
+    assert bus.await_settled([reported.hit, never.hit], timeout=0.05) is False
+    bus.settle(reported.hit)
+    assert bus.await_settled([reported.hit, never.hit], timeout=0.05) is True
+
+
+def test_acted_is_confirmed(bus):
+    assert bus.await_acted("h", timeout=0.02) is False
+    bus.acted("h")
+    assert bus.await_acted("h", timeout=0.02) is True
+
+
+def test_a_malformed_hit_header_is_a_value_error():
+    assert Hit.from_header(hit().header()) == hit()
+    for bad in ('{"hit": 1}', "[]", '{"attempt": "1"}', "not json"):
+        with pytest.raises(ValueError):
+            Hit.from_header(bad)

@@ -1,0 +1,45 @@
+"""The observer: replay latency kept once, as a run goes and from a stored history."""
+
+from labcore.events import Event, EventKind, Noted
+from testbed.judge.observer import CellObservations, ReplayClock, parse_history, replay_latency_ms
+
+
+def start(op: str, attempt: int, ts: float) -> Event:
+    return Event(EventKind.ATTEMPT_START, "c001", op, attempt, 100 + attempt, f"w{attempt}", ts)
+
+
+def test_replay_clock_measures_kill_to_the_next_attempt_only():
+    clock = ReplayClock()
+    clock.killed("op", at=10.0, attempt=1)
+    assert clock.started("op", at=10.2, attempt=1) is None  # the killed attempt itself
+    assert clock.started("op", at=10.5, attempt=2) == 500.0
+    assert clock.started("op", at=11.0, attempt=3) is None  # measured once
+
+
+def test_observations_count_kills_and_latencies_and_keep_history():
+    seen = CellObservations()
+    seen.event(start("op", 1, 1.0))
+    seen.hit("op", 1.01, attempt=1, boundary="after-effect", fault="kill", pid=101)
+    seen.killed("op", 1.02, 1, boundary="after-effect", worker="w1", pids=[101], confirmedMs=1.0)
+    seen.event(start("op", 2, 1.12))
+    assert (seen.faults, seen.kill_count) == (1, 1)
+    assert [round(x, 1) for x in seen.replay_latencies_ms] == [100.0]
+    kinds = [e["event"] for e in seen.history_json()["op"]]
+    assert kinds == ["attempt-start", "hit", "killed", "attempt-start"]
+
+
+def test_without_history_only_counts_are_kept():
+    seen = CellObservations(keep_history=False)
+    seen.killed("op", 1.0, 1)
+    seen.event(start("op", 2, 1.5))
+    assert seen.history == {} and seen.kill_count == 1 and list(seen.replay_latencies_ms) == [500.0]
+
+
+def test_stored_history_gives_the_same_latency():
+    seen = CellObservations()
+    seen.event(start("op", 1, 5.0))
+    seen.killed("op", 5.1, 1, boundary="before-effect", worker="w1", pids=[1], confirmedMs=0.5)
+    seen.event(start("op", 2, 5.35))
+    stored = parse_history(seen.history_json())
+    assert replay_latency_ms(stored["op"]) == seen.replay_latencies_ms[0]
+    assert replay_latency_ms([Noted(EventKind.ATTEMPT_START, 1.0, {"attempt": 1})]) is None
