@@ -62,6 +62,11 @@ class FaultRule:
     # The client stops waiting (its call times out) while the provider holds it.
     client_gives_up: bool = True
 
+    @property
+    def kills(self) -> bool:
+        """The fault ends the holder's process: whoever holds it waits for that."""
+        return self.kills_horse
+
 
 # What becomes of a request whose client is gone: the provider's default too,
 # when the controller never answers a hold.

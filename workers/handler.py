@@ -83,7 +83,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
                     key=key,
                     attempt=number,
                     chaos=probe.provider_hit(),
-                    timeout=s.client_timeout,
+                    timeout=probe.call_timeout(s.client_timeout),
                 )
             except client.Timeout:
                 probe.event(EventKind.CALL_TIMEOUT)
@@ -91,7 +91,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
             probe.contact(str(reply.status))
             return reply
         elif isinstance(step, AskProvider):
-            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=s.client_timeout)
+            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=probe.call_timeout(s.client_timeout))
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from labcore.boundaries import Boundary
-from labcore.bus import Bus
+from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit
+from labcore.faults import RULES
 from labcore.ids import HitId
 from labcore.plan import Armed
 
@@ -66,10 +67,22 @@ class Probe:
         raise ControllerAbsent(f"{hit.hit} was reported but the work-horse was not killed")
 
     def provider_hit(self) -> str | None:
-        for boundary, hit in self._hits.items():
-            if boundary.on_provider:
-                return hit.header()
-        return None
+        hit = self._provider_hit()
+        return None if hit is None else hit.header()
+
+    def call_timeout(self, client_timeout: float) -> float:
+        """How long a call to the provider may wait. Only where the fault under
+        test is the client's own timeout does `client_timeout` apply. Every other
+        call waits as long as a hold may last, however busy the machine: a call
+        that timed out on its own would be a fault nobody planned (and a request
+        held for a kill would outlive its work-horse's kill order)."""
+        hit = self._provider_hit()
+        if hit is not None and RULES[hit.fault].client_gives_up and not RULES[hit.fault].kills:
+            return client_timeout
+        return HOLD_TIMEOUT
+
+    def _provider_hit(self) -> Hit | None:
+        return next((hit for boundary, hit in self._hits.items() if boundary.on_provider), None)
 
     def contact(self, answer: str) -> None:
         """The first answer the provider gave this attempt."""

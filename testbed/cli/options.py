@@ -20,7 +20,13 @@ Strategies = Annotated[list[str] | None, Option("--strategy", "-s", help="Strate
 Boundaries = Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")]
 Retries = Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")]
 Seed = Annotated[int, Option("--seed", help="Seed for payloads and random plans.")]
-ClientTimeout = Annotated[float, Option("--client-timeout", help="Seconds before a provider call times out.")]
+ClientTimeout = Annotated[
+    float,
+    Option(
+        "--client-timeout",
+        help="Seconds before an armed provider call times out (the timeout and late faults); other calls wait.",
+    ),
+]
 CellTimeout = Annotated[
     float | None, Option("--cell-timeout", help="Give up on a cell after this many seconds (default: from the run).")
 ]

@@ -1,0 +1,34 @@
+"""The lab holds on a machine whose every core is busy: the article's cells all come out."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import assert_left_nothing, run_testbed
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture
+def busy_cores():
+    """One busy-loop process per core, for as long as the test runs."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    yield len(hogs)
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+def test_the_articles_cells_under_a_busy_loop_on_every_core(workdir, busy_cores):
+    ran = run_testbed([], workdir, timeout=400)
+    assert ran.code == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "12/12 cells as expected" in ran.stdout
+    assert {(r["strategy"], r["boundary"]): (r["effects"], r["missingOperations"]) for r in ran.results["rows"]}[
+        ("record-before", "before-effect")
+    ] == (90, 10)
+    assert_left_nothing(ran)
