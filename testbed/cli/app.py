@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -77,10 +78,24 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
     return timeout
 
 
-def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeout: float | None, **fields: Any) -> Any:
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Where a run's results go, and what they say about the run besides its rows."""
+
+    json_path: Path
+    meta: dict[str, Any]
+    seed: int
+
+
+def _run(
+    stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeout: float | None, out: Output, **fields: Any
+) -> Any:
     """A session with `RunOptions(...)`: the runner (and with it rq) is
-    imported only once the run's key prefix is set."""
+    imported only once the run's key prefix is set. If a part of the stack
+    failed, the cells judged before are written, marked incomplete, and the
+    failure ends the command (exit 3)."""
     from testbed.lab import session
+    from testbed.report import tables as report
 
     tick = fields.pop("tick", None)
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
@@ -91,16 +106,23 @@ def _run(stack: StackOptions, mode: str, cells: list[Cell], ops: int, cell_timeo
 
         return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
 
-    return session.execute(stack, options, tick)
+    ran = session.execute(stack, options, tick)
+    if ran.failure:
+        if tick is not None:
+            tick.clear()
+        report.write_results(out.json_path, ran.meta(out.meta, out.seed), ran.rows)
+        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {out.json_path}"
+        raise RunFailure(f"{ran.failure} ({done})")
+    return ran
 
 
-def _finish(ran: Any, json_path: Path, options: dict[str, Any], seed: int) -> int:
+def _finish(ran: Any, out: Output) -> int:
     from testbed.report import tables as report
 
-    report.write_results(json_path, ran.meta(options, seed), ran.rows)
+    report.write_results(out.json_path, ran.meta(out.meta, out.seed), ran.rows)
     passed = sum(r.passed for r in ran.rows)
     total = len(ran.rows)
-    print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {json_path}")
+    print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
     return 0 if passed == total else 1
 
 
@@ -143,12 +165,17 @@ def chaos(
     stack, mode = _stack(stack_args)
     from testbed.report import tables as report
 
+    meta = {"matrix": matrix, "ops": ops, "every": every, "workers": stack_args.workers, "parallel": parallel}
+    meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
+    meta |= {"redis": "shared" if stack_args.redis_url else "private", "workerSettings": vars_of(stack.settings)}
+    out = Output(json_path, meta, seed)
     ran = _run(
         stack,
         mode,
         cells,
         ops,
         cell_timeout,
+        out,
         plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
         retries=retries,
         seed=seed,
@@ -163,10 +190,7 @@ def chaos(
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
     print(f"\n{report.LEGEND}")
-    meta = {"matrix": matrix, "ops": ops, "every": every, "workers": stack_args.workers, "parallel": parallel}
-    meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
-    meta |= {"redis": "shared" if stack_args.redis_url else "private", "workerSettings": vars_of(stack.settings)}
-    return _finish(ran, json_path, meta, seed)
+    return _finish(ran, out)
 
 
 @app.command()
@@ -196,8 +220,10 @@ def replay(
     stack, mode = _stack(stack_args)
     from testbed.report import timeline
 
+    meta = {"ops": ops, "every": every, "workers": stack_args.workers, "retries": retries, "recovery": mode}
+    out = Output(json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed)
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
-    ran = _run(stack, mode, cells, ops, cell_timeout, plan=plan, retries=retries, seed=seed)
+    ran = _run(stack, mode, cells, ops, cell_timeout, out, plan=plan, retries=retries, seed=seed)
     row = ran.rows[0]
     print(timeline.render(row.extra.get("history", {})))
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
@@ -205,9 +231,7 @@ def replay(
     print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
     for problem in row.problems:
         print(f"DIFFERS  {problem}")
-    meta = {"ops": ops, "every": every, "workers": stack_args.workers, "retries": retries, "recovery": mode}
-    meta |= {"workerSettings": vars_of(stack.settings)}
-    return _finish(ran, json_path, meta, seed)
+    return _finish(ran, out)
 
 
 @app.command()
@@ -246,6 +270,10 @@ def load(
     from testbed.report import live
     from testbed.report import tables as report
 
+    meta = {"ops": ops, "workers": stack_args.workers, "killRate": kill_rate}
+    meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
+    meta |= {"recovery": mode}
+    out = Output(json_path, meta, seed)
     line = live.LiveLine()
     ran = _run(
         stack,
@@ -253,6 +281,7 @@ def load(
         cells,
         ops,
         cell_timeout,
+        out,
         tick=line,
         plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
         retries=retries,
@@ -271,15 +300,8 @@ def load(
     )
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
-    meta = {
-        "ops": ops,
-        "workers": stack_args.workers,
-        "killRate": kill_rate,
-        "boundaries": [b.value for b in boundaries],
-    }
-    meta |= {"fault": fault, "retries": retries, "window": window, "recovery": mode}
-    meta |= {"peakRssMb": report.peak_rss_mb()}
-    return _finish(ran, json_path, meta, seed)
+    out.meta["peakRssMb"] = report.peak_rss_mb()
+    return _finish(ran, out)
 
 
 @app.command()

@@ -14,6 +14,7 @@ import httpx
 from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import SetupError
+from testbed.infra.parts import check_alive
 
 
 class ProviderProcess:
@@ -44,6 +45,9 @@ class ProviderProcess:
                     pass
                 time.sleep(0.05)
         raise SetupError(f"provider did not answer on {self.url} within {timeout:.0f} s")
+
+    def check(self) -> None:
+        check_alive("the provider", self._proc, self.log)
 
     def release(self) -> list[subprocess.Popen[bytes]]:
         """Hand the process over to be stopped."""

@@ -12,6 +12,7 @@ import redis
 
 from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
+from testbed.infra.parts import check_alive
 
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 
@@ -68,6 +69,9 @@ class PrivateRedis:
             except redis.ConnectionError:
                 time.sleep(0.02)
         return False
+
+    def check(self) -> None:
+        check_alive("the private redis-server", self._proc, self._dir / "redis.log")
 
     def stop(self) -> None:
         if self._proc is not None:

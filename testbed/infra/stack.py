@@ -20,6 +20,7 @@ from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
 from labcore.procs import stop_all
 from provider.store import LogReader
 from testbed.errors import SetupError
+from testbed.infra import leftovers
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
 from testbed.infra.supervisor import Supervisor, WorkerSettings
@@ -44,6 +45,7 @@ class Stack:
         self.options = options
         self.keys = RunKeys(run_prefix(run_id))
         self._exit = contextlib.ExitStack()
+        self._private: PrivateRedis | None = None
 
     def __enter__(self) -> Stack:
         try:
@@ -58,7 +60,10 @@ class Stack:
 
     def _start(self) -> None:
         o = self.options
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"testbed-{self.run_id}-"))
+        # What a dead run left behind is this run's to clear; a live run's is not.
+        leftovers.remove_stale_dirs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}{self.run_id}-"))
+        leftovers.claim(self.workdir)
         if not o.keep:
             self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
         if o.redis_url:
@@ -67,7 +72,7 @@ class Stack:
             if not o.keep:
                 self._exit.callback(delete_keys, self.redis, self.keys.pattern)
         else:
-            private = PrivateRedis(self.workdir)
+            self._private = private = PrivateRedis(self.workdir)
             self._exit.callback(private.stop)
             self.redis_url = private.start()
             self.redis = _connect(self.redis_url)
@@ -85,6 +90,13 @@ class Stack:
         self._exit.callback(self.admin.close)
         self.log = LogReader(self.provider.db)
         self._exit.callback(self.log.close)
+
+    def check(self) -> None:
+        """Every part still alive, or a PartDied naming the one that is not."""
+        if self._private is not None:
+            self._private.check()
+        self.provider.check()
+        self.supervisor.check()
 
     def _stop_services(self) -> None:
         # Workers and provider do not need each other to shut down: stop them together.

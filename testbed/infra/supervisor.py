@@ -14,6 +14,7 @@ import psutil
 
 from labcore.procs import spawn
 from testbed.errors import RunFailure
+from testbed.infra.parts import check_alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +96,8 @@ class Supervisor:
 
     def check(self) -> None:
         for worker in self.workers.values():
-            if not worker.killed and worker.proc.poll() is not None:
-                tail = worker.log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise RunFailure(f"worker {worker.name} exited unexpectedly: {' | '.join(tail) or '(no output)'}")
+            if not worker.killed:
+                check_alive(f"worker {worker.name}", worker.proc, worker.log)
 
     def release(self) -> list[subprocess.Popen[bytes]]:
         """Hand the worker processes over to be stopped (SIGTERM is a warm shutdown in RQ)."""

@@ -9,11 +9,12 @@ compare the result with the model's prediction.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
+import httpx
+import redis as redis_lib
 from rq import Queue, Retry
 
 from labcore import plan as plans
@@ -128,17 +129,29 @@ class CellRunner:
             World(stack.redis, stack.admin, self._enqueue_extra),
             recover if options.recovery is Recovery.FORCED else None,
             options.history,
+            watch=stack.check,
         )
         self._running: dict[str, _Running] = {}
+        self.rows: dict[int, Row] = {}
         # Jobs RQ gave up on; their ids start with their cell's id. Read again when the registry grows.
         self._failed_key = self.queue.failed_job_registry.key
         self._failed: set[str] = set()
         self._failed_count = stack.redis.zcard(self._failed_key)
 
     def run(self, cells: list[Cell]) -> list[Row]:
+        """Every cell's row, in order. A RunFailure leaves the rows of the cells
+        already judged in `self.rows`."""
+        try:
+            self._run(cells)
+        except (redis_lib.RedisError, httpx.HTTPError, OSError) as exc:
+            # A part that died shows first as a failed call: name the part if one died.
+            self.stack.check()
+            raise RunFailure(f"the run lost a part of its stack: {type(exc).__name__}: {exc}") from None
+        return [self.rows[i] for i in sorted(self.rows)]
+
+    def _run(self, cells: list[Cell]) -> None:
         o = self.options
         waiting = list(enumerate(cells, 1))
-        rows: dict[int, Row] = {}
         next_check = 0.0
         while waiting or self._running:
             while waiting and len(self._running) < o.parallel:
@@ -151,16 +164,15 @@ class CellRunner:
             if time.monotonic() < next_check:
                 continue
             next_check = time.monotonic() + 0.05
+            self.stack.check()
             for done in self._finished():
                 del self._running[done.id]
-                rows[done.index] = row = self._judge(done)
+                self.rows[done.index] = row = self._judge(done)
                 self._report(done.index, len(cells), row)
             self._feed()
             if self.tick is not None:
                 now = time.monotonic()
                 self.tick([self._progress(r, now) for r in self._running.values()])
-            self.stack.supervisor.check()
-        return [rows[i] for i in sorted(rows)]
 
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
@@ -288,12 +300,3 @@ class CellRunner:
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
-
-
-def run_cells(
-    stack: Stack,
-    options: RunOptions,
-    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
-    tick: Callable[[list[Progress]], None] | None = None,
-) -> list[Row]:
-    return CellRunner(stack, options, progress, tick).run(options.cells)

@@ -8,12 +8,14 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
+
 from labcore.keys import new_run_id, rq_prefix, run_prefix
-from testbed.errors import Interrupted
+from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import Stack, StackOptions
 
 if TYPE_CHECKING:
@@ -30,9 +32,13 @@ class Session:
     started: float
     wall: float
     versions: dict[str, str]
+    # Set when a part of the stack failed: the rows are those judged before it.
+    failure: str | None = None
+    not_run: list[str] = field(default_factory=list)
 
     def meta(self, options: dict[str, Any], seed: int) -> dict[str, Any]:
-        return {
+        incomplete = {"incomplete": True, "failure": self.failure, "notRun": self.not_run} if self.failure else {}
+        return incomplete | {
             "testbed": self.versions["testbed"],
             "run": self.run_id,
             "startedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
@@ -67,13 +73,24 @@ def execute(
                 f"testbed run {run_id}: {cells} cell(s), {options.ops} ops each, {stack_options.workers} workers",
                 file=sys.stderr,
             )
-            rows = runner.run_cells(stack, options, tick=tick)
+            cells_runner = runner.CellRunner(stack, options, _progress, tick)
+            failure = None
+            try:
+                rows = cells_runner.run(options.cells)
+            except RunFailure as exc:
+                failure = str(exc)
+                rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
+            not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
             versions = _versions(stack.redis)
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
     except KeyboardInterrupt:
         raise Interrupted from None
-    return Session(run_id, rows, started, time.time() - started, versions)
+    return Session(run_id, rows, started, time.time() - started, versions, failure, not_run if failure else [])
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _version(name: str) -> str:
@@ -86,5 +103,8 @@ def _version(name: str) -> str:
 def _versions(redis: Any) -> dict[str, str]:
     versions = {name: _version(name) for name in _VERSIONED}
     versions["python"] = platform.python_version()
-    versions["redis-server"] = str(redis.info("server").get("redis_version", "unknown"))
+    try:
+        versions["redis-server"] = str(redis.info("server").get("redis_version", "unknown"))
+    except RedisError:  # the run lost its Redis: say so elsewhere, not here
+        versions["redis-server"] = "unknown"
     return versions

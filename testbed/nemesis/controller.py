@@ -11,9 +11,10 @@ observations (`testbed.judge.observer`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from labcore.bus import Bus
+from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit, Side
 from labcore.faults import RULES, Release, Settle, Trigger
 from labcore.ids import HitId
@@ -25,6 +26,9 @@ from testbed.judge.observer import CellObservations
 from testbed.nemesis.kills import Killer
 from testbed.nemesis.recovery import Recover, Recovery
 from testbed.nemesis.world import World
+
+# How often a wait on the provider checks that the stack's parts are alive.
+_WATCH_EVERY = 0.5
 
 
 @dataclass(slots=True)
@@ -47,8 +51,11 @@ class Controller:
         world: World,
         recover: Recover | None = None,
         history: bool = True,
+        watch: Callable[[], None] = lambda: None,
     ) -> None:
-        """`recover`: requeue a dead worker's jobs at once (forced recovery); None leaves it to RQ."""
+        """`recover`: requeue a dead worker's jobs at once (forced recovery); None leaves it to RQ.
+        `watch` raises if a part of the stack has died; long waits call it."""
+        self._watch = watch
         self._bus = bus
         self._killer = killer
         self._world = world
@@ -128,8 +135,11 @@ class Controller:
         """Tell the holding provider what to do, and wait until it has done it."""
         action = RULES[hit.fault].release.get(hit.boundary, Release.DROP)
         self._bus.release(hit.hit, action)
-        if not self._bus.await_acted(hit.hit):
-            raise RunFailure(f"provider did not carry out {action} for {hit.hit}")
+        deadline = time.monotonic() + HOLD_TIMEOUT
+        while not self._bus.await_acted(hit.hit, timeout=_WATCH_EVERY):
+            self._watch()
+            if time.monotonic() > deadline:
+                raise RunFailure(f"provider did not carry out {action} for {hit.hit}")
 
     def _settle(self, cell: _Cell, hit: Hit) -> None:
         if cell.scenario.nemesis is not None:

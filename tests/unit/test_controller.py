@@ -23,7 +23,7 @@ class FakeBus:
     def release(self, hit: str, action: Release) -> None:
         self.log.append(("release", hit, action))
 
-    def await_acted(self, hit: str) -> bool:
+    def await_acted(self, hit: str, timeout: float = 0) -> bool:
         return True
 
     def settle(self, hit: str) -> None:

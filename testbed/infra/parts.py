@@ -1,0 +1,28 @@
+"""Watching the parts of a stack: a part that dies outside the plan is named."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from testbed.errors import RunFailure
+
+
+class PartDied(RunFailure):
+    """Redis, the provider or a worker died, and nobody planned it."""
+
+
+def check_alive(name: str, proc: subprocess.Popen[bytes] | None, log: Path) -> None:
+    if proc is None or (code := proc.poll()) is None:
+        return
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+    raise PartDied(f"{name} (pid {proc.pid}) died during the run ({how}); last log line: {last_line(log)}")
+
+
+def last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return lines[-1][:200] if lines else "(no output)"
