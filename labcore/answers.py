@@ -35,6 +35,11 @@ class Lookup:
     same_payload: bool = True
 
 
+# A request the provider turned away without processing it (it is about to
+# restart): 503 with Retry-After. Sending it again as it is is safe.
+UNPROCESSED = 503
+RETRY_AFTER = "retry-after"
+
 _BY_STATUS = {200: Seen.FOUND, 404: Seen.ABSENT, 410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}
 
 

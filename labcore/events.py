@@ -51,6 +51,7 @@ class Hit:
     worker: str
     side: Side = Side.WORKER
     ts: float = 0.0
+    holder: int = 0  # the provider process holding it (provider side)
 
     def header(self) -> str:
         """The hit as the worker hands it to the provider with an armed request."""
@@ -78,6 +79,7 @@ class Hit:
             str(f["worker"]),
             Side(f.get("side", Side.WORKER)),
             float(f.get("ts", 0.0)),
+            _int(f.get("holder", 0)),
         )
 
 

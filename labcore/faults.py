@@ -25,6 +25,7 @@ class Fault(StrEnum):
     TIMEOUT = "timeout"
     LATE = "late"
     HOLD = "hold"
+    PROVIDER_CRASH = "provider-crash"
 
 
 class Release(StrEnum):
@@ -33,12 +34,13 @@ class Release(StrEnum):
     DROP = "drop"  # forget the request: no effect, nothing sent
     APPLY = "apply"  # apply it now (after the client gave up)
     RESPOND = "respond"  # the effect is applied; answer (to a client that is gone)
+    LOST = "lost"  # the provider died holding it: not applied, not even logged
 
 
 class Trigger(StrEnum):
     """When the controller releases a held request."""
 
-    KILLED = "killed"  # the holder's work-horse is confirmed dead
+    KILLED = "killed"  # the holder's work-horse (or the provider) is confirmed dead
     CLIENT_TIMED_OUT = "client-timed-out"  # the worker reported its call timed out
     NEXT_CONTACT = "next-contact"  # the op's next attempt got its first answer, or ended
 
@@ -61,11 +63,13 @@ class FaultRule:
     release: dict[Boundary, Release]
     # The client stops waiting (its call times out) while the provider holds it.
     client_gives_up: bool = True
+    # The provider process is SIGKILLed at the boundary and restarted on its log.
+    kills_provider: bool = False
 
     @property
     def kills(self) -> bool:
-        """The fault ends the holder's process: whoever holds it waits for that."""
-        return self.kills_horse
+        """The fault ends a process: whoever holds the boundary waits for that."""
+        return self.kills_horse or self.kills_provider
 
 
 # What becomes of a request whose client is gone: the provider's default too,
@@ -101,6 +105,17 @@ RULES: dict[Fault, FaultRule] = {
         Settle.AT_HIT,
         {Boundary.BEFORE_EFFECT: Release.APPLY},
         client_gives_up=False,
+    ),
+    # The provider dies holding the request: before the effect it is lost with
+    # its process, after it the effect is in the log and no answer goes out.
+    Fault.PROVIDER_CRASH: FaultRule(
+        tuple(b for b in ORDER if b in PROVIDER_SIDE),
+        False,
+        False,
+        Trigger.KILLED,
+        Settle.AT_RELEASE,
+        {Boundary.BEFORE_EFFECT: Release.LOST, Boundary.AFTER_EFFECT: Release.RESPOND},
+        kills_provider=True,
     ),
 }
 

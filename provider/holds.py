@@ -8,23 +8,34 @@ on its own) requests are never held.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from labcore.boundaries import Boundary
 from labcore.bus import Bus
 from labcore.events import Hit, Side
-from labcore.faults import ABANDONED, Release
+from labcore.faults import ABANDONED, RULES, Release
+from provider.gate import Gate
 
 
 class Holds:
-    def __init__(self, bus: Bus | None) -> None:
+    def __init__(self, bus: Bus | None, gate: Gate) -> None:
         self._bus = bus
+        self._gate = gate
 
     def at(self, boundary: Boundary, hit: Hit | None) -> Release | None:
         if self._bus is None or hit is None or hit.boundary != boundary:
             return None
-        self._bus.report(replace(hit, side=Side.PROVIDER))
-        action = self._bus.await_release(hit.hit)
+        self._gate.hold()
+        try:
+            if RULES[hit.fault].kills_provider:
+                # This process is about to be SIGKILLed: let no other request die half-done with it.
+                self._gate.close_and_drain()
+            self._bus.report(replace(hit, side=Side.PROVIDER, holder=os.getpid()))
+            action = self._bus.await_release(hit.hit)
+        finally:
+            self._gate.reopen()
+            self._gate.resume()
         # If the controller never answers, do what a killed client would leave behind.
         return ABANDONED[boundary] if action is None else action
 

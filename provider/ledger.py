@@ -172,6 +172,12 @@ def drop(state: LedgerState, ticket: SendTicket) -> None:
         state.unclaim(ticket.key, ticket.reference)
 
 
+def forget(state: LedgerState, ticket: SendTicket) -> None:
+    """The process holding an admitted send died: its claim dies with it, and
+    nothing was logged (the SQLite store gets this for free: claims live in memory)."""
+    state.unclaim(ticket.key, ticket.reference)
+
+
 def lookup(state: LedgerState, reference: str) -> tuple[int, EffectRow | None]:
     """The strongly consistent single-item read (200 / 404 / 409 / 410)."""
     state.count_read(reference, Read.LOOKUP)

@@ -11,6 +11,7 @@ from labcore.bus import Bus
 from labcore.keys import RunKeys
 from labcore.procs import die_with_parent
 from provider.app import create_app
+from provider.gate import Gate, GateMiddleware
 from provider.holds import Holds
 from provider.store import Store
 
@@ -26,7 +27,8 @@ def serve(
     die_with_parent(parent_pid)
     store = Store(db)
     bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
-    app = create_app(store, Holds(bus))
+    gate = Gate()
+    app = GateMiddleware(create_app(store, Holds(bus, gate)), gate)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools")
     try:
         uvicorn.Server(config).run()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
+import socket
+import time
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from labcore.answers import Lookup, Reply, Seen, seen
+from labcore.answers import RETRY_AFTER, UNPROCESSED, Lookup, Reply, Seen, seen
 
 
 class Timeout(Exception):
@@ -24,8 +27,17 @@ _conn: http.client.HTTPConnection | None = None
 _conn_base = ""
 
 
+# A refused connection or a 503 with Retry-After was never processed: sending it
+# again is safe. Anything else that fails is the caller's to judge, unless the
+# caller knows that a request left unanswered was not processed either.
+_RETRY_PAUSE = 0.02
+_UNANSWERED = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
 def _connection(base: str, timeout: float) -> http.client.HTTPConnection:
     global _conn, _conn_base
+    if _conn is not None and _conn.sock is not None and _dropped(_conn.sock):
+        _conn.close()  # the provider closed it (it restarted): reconnect rather than send into it
     if _conn is None or _conn_base != base:
         parts = urlsplit(base)
         _conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
@@ -36,8 +48,40 @@ def _connection(base: str, timeout: float) -> http.client.HTTPConnection:
     return _conn
 
 
+def _dropped(sock: socket.socket) -> bool:
+    """An idle keep-alive socket with something to read has been closed by the peer."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
+
+
 def _request(
-    base: str, method: str, path: str, headers: dict[str, str], timeout: float, body: bytes | None = None
+    base: str,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    timeout: float,
+    body: bytes | None = None,
+    resend_unanswered: bool = False,
+) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """One request; what the provider never processed is sent again until `timeout`."""
+    deadline = time.monotonic() + timeout
+    unprocessed: tuple[type[Exception], ...] = (ConnectionRefusedError, *(_UNANSWERED if resend_unanswered else ()))
+    while True:
+        try:
+            status, response_headers, parsed = _once(base, method, path, headers, timeout, body)
+        except unprocessed:
+            if time.monotonic() + _RETRY_PAUSE > deadline:
+                raise
+        else:
+            if status != UNPROCESSED or RETRY_AFTER not in response_headers:
+                return status, response_headers, parsed
+            if time.monotonic() + _RETRY_PAUSE > deadline:
+                return status, response_headers, parsed
+        time.sleep(_RETRY_PAUSE)
+
+
+def _once(
+    base: str, method: str, path: str, headers: dict[str, str], timeout: float, body: bytes | None
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
     global _conn
     conn = _connection(base, timeout)
@@ -74,6 +118,7 @@ def send(
     attempt: int,
     chaos: str | None,
     timeout: float,
+    resend_unanswered: bool = False,
 ) -> Reply:
     headers = {"Content-Type": "application/json", "X-Testbed-Attempt": str(attempt)}
     if key:
@@ -81,24 +126,28 @@ def send(
     if chaos:
         headers["X-Testbed-Chaos"] = chaos
     status, response_headers, body = _request(
-        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode()
+        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), resend_unanswered
     )
     return Reply(status, str(body.get("id", "")), response_headers.get("idempotent-replayed") == "true")
 
 
-def lookup(base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float) -> Lookup:
+def lookup(
+    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, resend_unanswered: bool = False
+) -> Lookup:
     """The strongly consistent single-item read."""
-    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout)
+    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout, None, resend_unanswered)
     # A 404 is evidence of absence only when the provider says so (not for a ledger it does not know).
     return Lookup(
         seen(status, body.get("found") is False), str(body.get("id", "")), body.get("fingerprint") == fingerprint
     )
 
 
-def search(base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float) -> Lookup:
+def search(
+    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, resend_unanswered: bool = False
+) -> Lookup:
     """The listing filtered by reference: an empty page is all it can say about absence."""
     path = f"{_path(ledger)}?{urlencode({'reference': reference})}"
-    status, _, body = _request(base, "GET", path, {}, timeout)
+    status, _, body = _request(base, "GET", path, {}, timeout, None, resend_unanswered)
     if status != 200:
         return Lookup(Seen.UNKNOWN)
     data = body.get("data") or []

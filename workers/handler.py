@@ -39,6 +39,9 @@ class JobSpec:
     client_timeout: float
     max_waits: int
     poll_interval: float
+    # The cell crashes the provider: it drains before it dies, so a request that dies
+    # with it unanswered was never processed, unless it is one the plan armed.
+    provider_crashes: bool = False
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> str:
@@ -65,6 +68,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     payload = {"reference": op, **intent["payload"]}
     payload_fingerprint = fingerprint(payload)
     read = client.lookup if s.read_path == "lookup" else client.search
+    resend = s.provider_crashes and not probe.armed_to_crash_provider()
 
     def do(step: object) -> Any:
         if isinstance(step, At):
@@ -84,6 +88,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
                     attempt=number,
                     chaos=probe.provider_hit(),
                     timeout=probe.call_timeout(s.client_timeout),
+                    resend_unanswered=resend,
                 )
             except client.Timeout:
                 probe.event(EventKind.CALL_TIMEOUT)
@@ -91,7 +96,8 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
             probe.contact(str(reply.status))
             return reply
         elif isinstance(step, AskProvider):
-            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=probe.call_timeout(s.client_timeout))
+            timeout = probe.call_timeout(s.client_timeout)
+            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=timeout, resend_unanswered=resend)
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

@@ -81,6 +81,10 @@ class Probe:
             return client_timeout
         return HOLD_TIMEOUT
 
+    def armed_to_crash_provider(self) -> bool:
+        hit = self._provider_hit()
+        return hit is not None and RULES[hit.fault].kills_provider
+
     def _provider_hit(self) -> Hit | None:
         return next((hit for boundary, hit in self._hits.items() if boundary.on_provider), None)
 

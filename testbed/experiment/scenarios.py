@@ -61,7 +61,7 @@ SCENARIOS: dict[str, Scenario] = {
             "none",
             "the default contract: deduplication on, 24 h key retention, strongly consistent lookup",
             boundaries=ORDER,
-            faults=(Fault.KILL, Fault.TIMEOUT, Fault.LATE),
+            faults=(Fault.KILL, Fault.TIMEOUT, Fault.LATE, Fault.PROVIDER_CRASH),
         ),
         Scenario(
             "payload-changed",

@@ -13,7 +13,7 @@ import httpx
 
 from labcore.procs import free_port, spawn
 from provider.contract import Contract
-from testbed.errors import SetupError
+from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
 
 
@@ -48,6 +48,21 @@ class ProviderProcess:
 
     def check(self) -> None:
         check_alive("the provider", self._proc, self.log)
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def relaunch(self) -> None:
+        """After a crash the lab made: the same port, the same log."""
+        assert self._proc is not None
+        self._proc.wait()
+        self.launch()
+        try:
+            self.wait_ready()
+        except SetupError as exc:
+            raise RunFailure(f"the provider did not come back after its crash: {exc}") from None
 
     def release(self) -> list[subprocess.Popen[bytes]]:
         """Hand the process over to be stopped."""

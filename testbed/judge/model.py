@@ -209,8 +209,9 @@ class _Op:
                     return answered(_reply(early))
                 if fault is not None and fault.boundary is Boundary.BEFORE_EFFECT:
                     rule = RULES[fault.fault]
-                    if rule.release[Boundary.BEFORE_EFFECT] is Release.DROP:
-                        ledger.drop(provider, ticket)
+                    release = rule.release[Boundary.BEFORE_EFFECT]
+                    if release in (Release.DROP, Release.LOST):
+                        (ledger.drop if release is Release.DROP else ledger.forget)(provider, ticket)
                         raise _Hit(fault)
                     self.held = _Held(ticket, body)
                     if rule.client_gives_up:
@@ -286,7 +287,7 @@ def simulate_op(
             result = op.attempt(by_attempt.get(number), duplicate if scenario.nemesis is Nemesis.DUPLICATE else None)
         except _Hit as hit:
             faults += 1
-            kills += RULES[hit.armed.fault].kills_horse
+            kills += RULES[hit.armed.fault].kills
             if scenario.nemesis is Nemesis.REMINT and reminted is None:
                 # A new identity: its own marker, its own record (and key) at the provider.
                 reminted = _Op(reminted_id(made.id), strategy, scenario, _Provider(scenario.contract), op.payload)

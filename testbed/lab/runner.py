@@ -18,6 +18,7 @@ import redis as redis_lib
 from rq import Queue, Retry
 
 from labcore import plan as plans
+from labcore.faults import RULES
 from labcore.ids import JobId, JobKind
 from labcore.keys import QUEUE, CellKeys
 from testbed.errors import RunFailure
@@ -125,7 +126,7 @@ class CellRunner:
         recover = functools.partial(force_recovery, stack.redis, QUEUE)
         self.controller = Controller(
             stack.bus,
-            Killer(stack.supervisor),
+            Killer(stack.supervisor, stack.provider),
             World(stack.redis, stack.admin, self._enqueue_extra),
             recover if options.recovery is Recovery.FORCED else None,
             options.history,
@@ -154,7 +155,7 @@ class CellRunner:
         waiting = list(enumerate(cells, 1))
         next_check = 0.0
         while waiting or self._running:
-            while waiting and len(self._running) < o.parallel:
+            while waiting and len(self._running) < o.parallel and self._may_start(waiting[0][1]):
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
@@ -174,6 +175,11 @@ class CellRunner:
                 now = time.monotonic()
                 self.tick([self._progress(r, now) for r in self._running.values()])
 
+    def _may_start(self, cell: Cell) -> bool:
+        """A cell that crashes the provider runs alone: its crashes must hit no other cell's requests."""
+        cells = (cell, *(r.cell for r in self._running.values()))
+        return not self._running or not any(_crashes_provider(c) for c in cells)
+
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
         cell_id = f"c{index:03d}"
@@ -189,6 +195,7 @@ class CellRunner:
             client_timeout=scenario.client_timeout or o.client_timeout,
             max_waits=int(INFLIGHT_WAIT / POLL_INTERVAL),
             poll_interval=POLL_INTERVAL,
+            provider_crashes=_crashes_provider(cell),
         )
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), asdict(spec), time.monotonic()
@@ -300,3 +307,7 @@ class CellRunner:
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
+
+
+def _crashes_provider(cell: Cell) -> bool:
+    return cell.injected and RULES[cell.fault].kills_provider

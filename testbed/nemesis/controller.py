@@ -95,6 +95,8 @@ class Controller:
         cell.seen.hit(hit.op, hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid)
         if rule.kills_horse:
             self._kill(cell, hit, whole_worker=rule.kills_worker)
+        if rule.kills_provider:
+            self._crash(cell, hit)
         if rule.settle is Settle.AT_HIT:
             self._settle(cell, hit)
         if rule.trigger is Trigger.KILLED:
@@ -124,9 +126,26 @@ class Controller:
                 requeued = self._recover(kill.owner.name)
                 cell.seen.note(hit.op, EventKind.RECOVERED, time.time(), mode=Recovery.FORCED.value, jobs=requeued)
 
+    def _crash(self, cell: _Cell, hit: Hit) -> None:
+        """The provider dies holding the request. Several armed requests may be
+        held by one provider when it dies: they all died in that one crash."""
+        if hit.holder != self._killer.provider_pid:
+            cell.seen.killed(hit.op, time.time(), hit.attempt, boundary=hit.boundary, provider=hit.holder, shared=True)
+            return
+        crash = self._killer.crash_provider()
+        cell.seen.killed(
+            hit.op,
+            crash.at,
+            hit.attempt,
+            boundary=hit.boundary,
+            provider=crash.pid,
+            confirmedMs=round(crash.confirmed_ms, 2),
+            restartedMs=round(crash.restarted_ms, 2),
+        )
+
     def _let_go(self, cell: _Cell, hit: Hit) -> None:
         """The fault's trigger came: release a held request, then settle if the rule says so."""
-        if hit.side is Side.PROVIDER:
+        if hit.side is Side.PROVIDER and not RULES[hit.fault].kills_provider:
             self._release(hit)
         if RULES[hit.fault].settle is Settle.AT_RELEASE:
             self._settle(cell, hit)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import psutil
 
 from labcore.procs import gone
 from testbed.errors import RunFailure
+from testbed.infra.provider_process import ProviderProcess
 from testbed.infra.supervisor import Supervisor, WorkerProcess
 
 _CONFIRM_TIMEOUT = 5.0
@@ -23,9 +25,33 @@ class Kill:
     already_gone: list[int]
 
 
+@dataclass(frozen=True, slots=True)
+class Crash:
+    pid: int
+    at: float
+    confirmed_ms: float
+    restarted_ms: float
+
+
 class Killer:
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, provider: ProviderProcess) -> None:
         self._supervisor = supervisor
+        self._provider = provider
+
+    @property
+    def provider_pid(self) -> int:
+        return self._provider.pid
+
+    def crash_provider(self) -> Crash:
+        """SIGKILL the provider, confirm it is gone, start it again on its port and log."""
+        pid = self._provider.pid
+        at = time.time()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).kill()
+        _confirm([pid])
+        confirmed = time.time()
+        self._provider.relaunch()
+        return Crash(pid, at, (confirmed - at) * 1000, (time.time() - confirmed) * 1000)
 
     def kill(self, horse_pid: int, whole_worker: bool) -> Kill:
         """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself)."""
@@ -40,14 +66,18 @@ class Killer:
                 psutil.Process(pid).kill()
             except psutil.NoSuchProcess:
                 already_gone.append(pid)
-        deadline = time.monotonic() + _CONFIRM_TIMEOUT
-        while not all(gone(pid) for pid in victims):
-            if time.monotonic() > deadline:
-                raise RunFailure(f"pid(s) {victims} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
-            time.sleep(0.001)
+        _confirm(victims)
         return Kill(owner, victims, at, (time.time() - at) * 1000, already_gone)
 
     def replace(self, worker: WorkerProcess) -> WorkerProcess:
         """A killed worker is reaped and a fresh one takes its place."""
         worker.killed = True
         return self._supervisor.replace(worker)
+
+
+def _confirm(pids: list[int]) -> None:
+    deadline = time.monotonic() + _CONFIRM_TIMEOUT
+    while not all(gone(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            raise RunFailure(f"pid(s) {pids} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
+        time.sleep(0.001)

@@ -17,6 +17,13 @@ def _line(event: Noted, t0: float) -> str | None:
         requeued = d.get("enqueuedAt")
         since = f", enqueued at {(requeued - t0) * 1000:+.1f} ms" if requeued and n and n > 1 else ""
         return f"{stamp}attempt {n} started by {d['worker']} (pid {d['pid']}){since}"
+    if kind is EventKind.KILLED and "provider" in d:
+        if d.get("shared"):
+            return f"{stamp}the provider (pid {d['provider']}) died holding it, in the crash of another op's request"
+        return (
+            f"{stamp}provider (pid {d['provider']}) killed at {d['boundary']}, confirmed gone in"
+            f" {d['confirmedMs']} ms, back on its log in {d['restartedMs']} ms"
+        )
     if kind is EventKind.KILLED:
         pids = ", ".join(map(str, d["pids"]))
         what = "worker and work-horse" if len(d["pids"]) > 1 else "work-horse"

@@ -19,7 +19,7 @@ def test_every_meaningful_cell_matches_the_model(full):
     rows = full.results["rows"]
     assert all(r["verdict"] == "pass" for r in rows)
     assert {r["boundary"] for r in rows} == {"none", *ORDER}
-    assert {r["fault"] for r in rows} == {"none", "kill", "timeout", "late"}
+    assert {r["fault"] for r in rows} == {"none", "kill", "timeout", "late", "provider-crash"}
     assert {r["scenario"] for r in rows} == {name for name, s in SCENARIOS.items() if s.in_full_matrix}
     assert f"{len(rows)}/{len(rows)} cells as expected" in full.stdout
     assert_left_nothing(full)
@@ -78,3 +78,15 @@ def test_one_table_per_fault_and_scenario_with_marks(full):
     assert {"kill", "timeout", "late"} <= set(titles)
     assert any(t.startswith("kill, scenario withdrawn:") for t in titles)
     assert "(2u)" in full.stdout and "(2c)" in full.stdout and "(2f)" in full.stdout
+
+
+def test_a_provider_crash_loses_the_request_before_the_effect_and_keeps_the_effect_after(full):
+    lost = full.row("record-before", "before-effect", fault="provider-crash")
+    assert (lost["kills"], lost["effects"], lost["missingOperations"], lost["falseCompletions"]) == (2, 18, 2, 2)
+    kept = full.row("retry-only", "after-effect", fault="provider-crash")
+    assert (kept["effects"], kept["duplicateEffects"]) == (22, 2)  # the log kept the effect; the retry sent again
+    keyed = full.row("provider-key", "after-effect", fault="provider-crash")
+    assert (keyed["effects"], keyed["duplicateEffects"], keyed["jobsFailed"]) == (20, 0, 0)  # the key survived too
+    for op, events in keyed["history"].items():
+        crash = next(e for e in events if e["event"] == "killed")
+        assert crash["provider"] > 0 and crash["restartedMs"] > 0, op
