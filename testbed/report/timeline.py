@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from testbed.report.latency import replay_latency
+
 
 def _line(event: Mapping[str, Any], t0: float) -> str | None:
     kind, at = event["event"], event["at"]
@@ -43,20 +45,12 @@ def render(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
             continue
         ordered = sorted(events, key=lambda e: e["at"])
         t0 = ordered[0]["at"]
-        latency = _replay_latency(ordered)
+        spans = replay_latency(ordered)
+        latency = None if spans is None else spans.replay_ms
         lines = [op + ("" if latency is None else f"  (replayed {latency:.1f} ms after the kill)")]
         lines += [line for e in ordered if (line := _line(e, t0)) is not None]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def _replay_latency(events: Sequence[Mapping[str, Any]]) -> float | None:
-    killed = next((e for e in events if e["event"] == "killed"), None)
-    if killed is None:
-        return None
-    after = (e for e in events if e["event"] == "attempt-start" and e["attempt"] > killed["attempt"])
-    start = next(after, None)
-    return None if start is None else (start["at"] - killed["at"]) * 1000
 
 
 def summary(stats: Mapping[str, float] | None, kills: int) -> str:
