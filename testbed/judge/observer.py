@@ -33,18 +33,35 @@ class ReplayClock:
         return (at - killed[0]) * 1000
 
 
-def replay_latency_ms(events: Iterable[Noted]) -> float | None:
-    """From one op's stored history: kill to the next attempt's start (the first kill)."""
-    clock, killed = ReplayClock(), False
-    for event in sorted(events, key=lambda e: e.at):
-        if event.kind is EventKind.KILLED and not killed:
-            killed = True
-            clock.killed("op", event.at, int(event.data["attempt"]))
-        elif event.kind is EventKind.ATTEMPT_START:
-            latency = clock.started("op", event.at, int(event.data["attempt"]))
-            if latency is not None:
-                return latency
-    return None
+@dataclass(frozen=True, slots=True)
+class ReplayLatency:
+    """An op's first kill, and how long its job took to come back."""
+
+    killed_at: float
+    requeue_ms: float | None  # until the job was back in the queue; None: not within the run
+    replay_ms: float | None  # until its next attempt started; None: none started
+
+
+def replay_latency(events: Iterable[Noted]) -> ReplayLatency | None:
+    """From one op's stored history; None when nothing was killed. Requeued:
+    the `recovered` event of a worker kill's recovery, or else the `enqueuedAt`
+    RQ stamped on the next attempt (RQ's Retry leaves no event of the lab's)."""
+    ordered = sorted(events, key=lambda e: e.at)
+    killed = next((e for e in ordered if e.kind is EventKind.KILLED), None)
+    if killed is None:
+        return None
+    clock = ReplayClock()
+    clock.killed("op", killed.at, int(killed.data["attempt"]))
+    start, replay_ms = None, None
+    for event in ordered:
+        if event.kind is EventKind.ATTEMPT_START and event.at >= killed.at:
+            replay_ms = clock.started("op", event.at, int(event.data["attempt"]))
+            if replay_ms is not None:
+                start = event
+                break
+    recovered = next((e for e in ordered if e.kind is EventKind.RECOVERED and e.at >= killed.at), None)
+    requeued = recovered.at if recovered is not None else (start.data.get("enqueuedAt") if start else None)
+    return ReplayLatency(killed.at, None if requeued is None else (requeued - killed.at) * 1000, replay_ms)
 
 
 @dataclass(slots=True)

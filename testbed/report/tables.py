@@ -1,13 +1,21 @@
-"""What a run prints and stores: the article-style tables and results.json."""
+"""What a run prints and stores: the article-style tables and results.json.
+
+The tables are built from rows of either kind: the run's `Row` objects, or
+the rows of a stored results.json (dicts, as `Row.to_json` wrote them). Both
+go through the same grid (which cells, in which order, under which title)
+and the same cell text, so a report drawn from a stored run shows what the
+run printed.
+"""
 
 from __future__ import annotations
 
 import json
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
 from testbed.experiment.scenarios import SCENARIOS
@@ -15,46 +23,109 @@ from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
 LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider; ! differs from expectation"
+# Load cells draw their boundary per fault: one column after the named ones.
+RANDOM = "random"
+COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)
+
+T = TypeVar("T")
+# What places a row in a table: (strategy, boundary label, fault, scenario).
+CellKey = tuple[str, str, str, str]
+
+
+def _cell_text(effects: int, missing: int, unresolved: int, conflicts: int, failed: int, passed: bool) -> str:
+    text = f"{effects} / {missing}"
+    marks = [f"{n}{m}" for n, m in ((unresolved, "u"), (conflicts, "c"), (failed, "f")) if n]
+    if marks:
+        text += f" ({' '.join(marks)})"
+    return text if passed else text + " !"
 
 
 def cell_text(row: Row) -> str:
     c = row.counts
-    text = f"{c.effects} / {c.missing_operations}"
-    marks = [f"{n}{m}" for n, m in ((c.unresolved, "u"), (c.conflicts, "c"), (c.failed_by_provider, "f")) if n]
-    if marks:
-        text += f" ({' '.join(marks)})"
-    return text if row.passed else text + " !"
+    return _cell_text(c.effects, c.missing_operations, c.unresolved, c.conflicts, c.failed_by_provider, row.passed)
 
 
-def tables(rows: Sequence[Row], ops_note: str) -> str:
-    """One table per (scenario, fault): strategies x boundaries, `effects / missing`."""
-    return "\n\n".join([f"effects / missing; {ops_note}", *_tables(rows)])
+def stored_cell_text(row: Mapping[str, Any]) -> str:
+    """`cell_text` of a row of a stored results.json."""
+    return _cell_text(
+        row["effects"],
+        row["missingOperations"],
+        row.get("unresolved", 0),
+        row.get("conflicts", 0),
+        row.get("failedByProvider", 0),
+        row.get("verdict") != "fail",
+    )
 
 
-def _tables(rows: Sequence[Row]) -> list[str]:
-    controls = [r for r in rows if r.cell.boundary is None]
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        if row.cell.boundary is not None:
-            groups.setdefault((row.cell.scenario, row.cell.fault.value), []).append(row)
+def row_key(row: Row) -> CellKey:
+    c = row.cell
+    return (c.strategy, boundary_label(c.boundary), c.fault.value, c.scenario)
+
+
+def stored_row_key(row: Mapping[str, Any]) -> CellKey:
+    return (row["strategy"], row["boundary"], row["fault"], row["scenario"])
+
+
+@dataclass(frozen=True, slots=True)
+class Grid(Generic[T]):
+    """One table: strategies down, boundaries across, for one fault and scenario."""
+
+    fault: str
+    scenario: str
+    title: str
+    columns: list[str]
+    strategies: list[str]
+    cells: dict[tuple[str, str], T]  # (strategy, column) -> row
+
+    def at(self, strategy: str, column: str) -> T | None:
+        return self.cells.get((strategy, column))
+
+
+def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
+    """One grid per (scenario, fault); the control column (no fault) joins every grid of its scenario."""
+    keyed = [(key(r), r) for r in rows]
+    controls = [(k, r) for k, r in keyed if k[1] == NONE]
+    groups: dict[tuple[str, str], list[tuple[CellKey, T]]] = {}
+    for k, r in keyed:
+        if k[1] != NONE:
+            groups.setdefault((k[3], k[2]), []).append((k, r))
     if not groups and controls:
         groups[("none", "kill")] = []
     out = []
     for (scenario, fault), group in groups.items():
-        members = group + [r for r in controls if r.cell.scenario == scenario]
-        columns = [NONE] if any(r.cell.boundary is None for r in members) else []
-        columns += [b.value for b in ORDER if any(r.cell.boundary is b for r in members)]
-        strategies = [s for s in STRATEGIES if any(r.cell.strategy == s for r in members)]
-        by_key = {(r.cell.strategy, boundary_label(r.cell.boundary)): r for r in members}
-        title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {SCENARIOS[scenario].summary}"
-        grid = [["strategy", *columns]]
-        for strategy in strategies:
-            cells = [by_key.get((strategy, column)) for column in columns]
-            grid.append([strategy, *(cell_text(r) if r else "-" for r in cells)])
-        widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
-        lines = ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
-        out.append("\n".join([title, *lines]))
+        members = group + [(k, r) for k, r in controls if k[3] == scenario]
+        present = {k[1] for k, _ in members}
+        columns = [c for c in COLUMN_ORDER if c in present]
+        named = {k[0] for k, _ in members}
+        strategies = [s for s in STRATEGIES if s in named] + sorted(named - set(STRATEGIES))
+        title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {_summary(scenario)}"
+        cells = {(k[0], k[1]): r for k, r in members}
+        out.append(Grid(fault, scenario, title, columns, strategies, cells))
     return out
+
+
+def _summary(scenario: str) -> str:
+    known = SCENARIOS.get(scenario)
+    return known.summary if known else scenario
+
+
+def grid_text(grid: Grid[T], text: Callable[[T], str]) -> str:
+    """A grid as the article's text table, under its title."""
+    lines = [["strategy", *grid.columns]]
+    for strategy in grid.strategies:
+        found = [grid.at(strategy, column) for column in grid.columns]
+        lines.append([strategy, *(text(r) if r is not None else "-" for r in found)])
+    return "\n".join([grid.title, *_aligned(lines)])
+
+
+def _aligned(grid: list[list[str]]) -> list[str]:
+    widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
+    return ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
+
+
+def tables(rows: Sequence[Row], ops_note: str) -> str:
+    """One table per (scenario, fault): strategies x boundaries, `effects / missing`."""
+    return "\n\n".join([f"effects / missing; {ops_note}", *(grid_text(g, cell_text) for g in grids(rows, row_key))])
 
 
 def differences(rows: Sequence[Row]) -> str:
@@ -75,21 +146,27 @@ def write_results(path: Path, meta: dict[str, Any], rows: Sequence[Row]) -> None
     tmp.replace(path)
 
 
+LOAD_HEADER = ["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]
+
+
+def _load_line(row: Mapping[str, Any]) -> list[str]:
+    """One strategy's line of the load table, from a row's stored fields."""
+    wall = row["wallSeconds"]
+    rate = (row["intended"] + row["replays"]) / wall if wall else 0.0
+    counts = ("effects", "duplicateEffects", "missingOperations", "unresolved", "falseCompletions", "kills")
+    verdict = "holds" if row.get("verdict") != "fail" else "BROKEN"
+    return [row["strategy"], *(str(row[name]) for name in counts), f"{rate:.0f}", verdict]
+
+
+def load_grid(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """The load table's header and lines, for rows of a stored results.json."""
+    return [LOAD_HEADER, *(_load_line(r) for r in rows)]
+
+
 def load_table(rows: Sequence[Row], note: str) -> str:
     """One line per strategy: what the provider recorded, what the strategy promises, and how fast."""
-    grid = [["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]]
-    for row in rows:
-        c = row.counts
-        rate = (c.intended + c.replays) / row.wall_seconds if row.wall_seconds else 0.0
-        verdict = "holds" if row.passed else "BROKEN"
-        grid.append(
-            [row.cell.strategy]
-            + [str(n) for n in (c.effects, c.duplicate_effects, c.missing_operations, c.unresolved)]
-            + [str(c.false_completions), str(row.kills), f"{rate:.0f}", verdict]
-        )
-    widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
-    lines = ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
-    return "\n".join([f"load: {note}", *lines])
+    stored = [r.to_json() | {"wallSeconds": r.wall_seconds} for r in rows]
+    return "\n".join([f"load: {note}", *_aligned(load_grid(stored))])
 
 
 def peak_rss_mb() -> float:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labcore.events import EventKind, Noted
-from testbed.judge.observer import parse_history, replay_latency_ms
+from testbed.judge.observer import parse_history, replay_latency
 
 
 def _line(event: Noted, t0: float) -> str | None:
@@ -52,8 +52,9 @@ def render(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         if not any(e.kind is EventKind.KILLED for e in events):
             continue
         ordered = sorted(events, key=lambda e: e.at)
-        latency = replay_latency_ms(ordered)
-        lines = [op + ("" if latency is None else f"  (replayed {latency:.1f} ms after the kill)")]
+        latency = replay_latency(ordered)
+        replayed = None if latency is None else latency.replay_ms
+        lines = [op + ("" if replayed is None else f"  (replayed {replayed:.1f} ms after the kill)")]
         lines += [line for e in ordered if (line := _line(e, ordered[0].at)) is not None]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

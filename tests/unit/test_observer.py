@@ -1,7 +1,7 @@
 """The observer: replay latency kept once, as a run goes and from a stored history."""
 
 from labcore.events import Event, EventKind, Noted
-from testbed.judge.observer import CellObservations, ReplayClock, parse_history, replay_latency_ms
+from testbed.judge.observer import CellObservations, ReplayClock, parse_history, replay_latency
 
 
 def start(op: str, attempt: int, ts: float) -> Event:
@@ -41,5 +41,6 @@ def test_stored_history_gives_the_same_latency():
     seen.killed("op", 5.1, 1, boundary="before-effect", worker="w1", pids=[1], confirmedMs=0.5)
     seen.event(start("op", 2, 5.35))
     stored = parse_history(seen.history_json())
-    assert replay_latency_ms(stored["op"]) == seen.replay_latencies_ms[0]
-    assert replay_latency_ms([Noted(EventKind.ATTEMPT_START, 1.0, {"attempt": 1})]) is None
+    latency = replay_latency(stored["op"])
+    assert latency is not None and latency.replay_ms == seen.replay_latencies_ms[0]
+    assert replay_latency([Noted(EventKind.ATTEMPT_START, 1.0, {"attempt": 1})]) is None

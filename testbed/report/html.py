@@ -1,0 +1,465 @@
+"""report.html: one self-contained page for a stored run (pure).
+
+Everything on the page is computed here, from the results document (and the
+run's event stream, if given): no script, no network, no fonts or styles
+from elsewhere. Sections and their parts carry stable ids, classes and
+data-attributes, so a test (or a reader's browser tools) can find them:
+
+- `#run`: the run's metadata;
+- `#heatmaps`: per fault and scenario (`.group[data-fault][data-scenario]`),
+  a heatmap of strategy x boundary (`td.cell[data-strategy][data-boundary]`,
+  classes `outcome-*` and `verdict-*`) and the article's text table;
+- `#failures`: every cell that differs (`.failure[data-cell]`), its
+  differences and, where recorded, its ops (`.op-difference[data-op]`);
+- `#latency`: replay latency per recovery mode (`figure.latency-plot[data-mode]`);
+- `#load` (load runs): throughput, kills and effects over time
+  (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
+- `#timelines`: every faulted op (`figure.timeline[data-op][data-cell]`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from testbed.judge.scorecard import latency_stats
+from testbed.report import document
+from testbed.report.latency import recovery_mode, replay_latency
+from testbed.report.plots import (
+    Line,
+    Strip,
+    anchor_of,
+    line_chart,
+    op_timeline,
+    strip_plot,
+    timeline_legend,
+    timeline_svg,
+)
+from testbed.report.style import CSS
+from testbed.report.svg import el, esc
+from testbed.report.tables import LEGEND, grid_text, grids, load_grid, stored_cell_text, stored_row_key
+
+Stored = Mapping[str, Any]  # a row of a results document
+DASH = "\u2013"  # an absent value
+MAX_TIMELINES_PER_CELL = 200  # a long load run's store may hold thousands of faulted ops per cell
+
+
+def render(
+    results: Mapping[str, Any],
+    history: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    max_timelines_per_cell: int = MAX_TIMELINES_PER_CELL,
+) -> str:
+    """The page for a results document; `history` is the run's event stream (see `document`)."""
+    rows: Sequence[Stored] = results.get("rows", [])
+    per_row = document.histories(results, history)
+    load = document.is_load(results)
+    # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
+    sections = [
+        _run_section(results, load),
+        _heatmap_section(rows, per_row),
+        _failures_section(rows, per_row),
+        _latency_section(results, rows, per_row),
+        *([_load_section(rows)] if load else []),
+        _timelines_section(rows, per_row, max_timelines_per_cell),
+    ]
+    title = f"testbed {document.command(results)} {results.get('run', '')}".strip()
+    return _page(title, sections)
+
+
+def _page(title: str, sections: list[tuple[str, str, str]]) -> str:
+    nav = "".join(el("a", esc(name), href=f"#{sid}") for sid, name, _ in sections)
+    body = el("header", el("h1", esc(title)) + el("nav", nav))
+    body += "".join(el("section", f"<h2>{esc(name)}</h2>{html}", id=sid) for sid, name, html in sections)
+    head = f'<meta charset="utf-8"><title>{esc(title)}</title><style>{CSS}</style>'
+    return f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head><body>{el("main", body)}</body></html>\n'
+
+
+def _note(content: str) -> str:
+    return el("p", esc(content), class_="note")
+
+
+# ---------------------------------------------------------------- run
+
+
+def _run_section(results: Mapping[str, Any], load: bool) -> tuple[str, str, str]:
+    rows = results.get("rows", [])
+    passed = sum(r.get("verdict") != "fail" for r in rows)
+    verdict = results.get("verdict", "pass" if passed == len(rows) else "fail")
+    badge = el("span", esc(verdict), class_=f"badge verdict-{verdict}", id="run-verdict")
+    facts = [
+        *([("command", document.command(results))] if results.get("command") or load else []),
+        ("run", results.get("run", "")),
+        ("started", results.get("startedAt", "")),
+        ("wall", f"{results['wallSeconds']} s" if "wallSeconds" in results else ""),
+        ("seed", results.get("seed", "")),
+        ("cells", f"{passed}/{len(rows)} as expected"),
+    ]
+    summary = el("dl", "".join(el("dt", esc(k)) + el("dd", esc(v)) for k, v in facts), class_="facts")
+    details = "".join(
+        el("details", el("summary", esc(name)) + _kv_table(_flat(results[name])), class_="meta")
+        for name in ("options", "versions", "machine")
+        if isinstance(results.get(name), Mapping)
+    )
+    return "run", "Run", el("div", badge + summary, class_="run-head") + details
+
+
+def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = ", ".join(map(str, value)) if isinstance(value, list) else value
+    return out
+
+
+def _kv_table(values: Mapping[str, Any]) -> str:
+    lines = "".join(el("tr", el("th", esc(k)) + el("td", esc(v))) for k, v in values.items())
+    return el("table", lines, class_="kv")
+
+
+# ---------------------------------------------------------------- heatmaps
+
+
+def outcome(row: Stored) -> str:
+    """What a cell shows, for its colour: clean, duplicates, missing, both, or ops held unresolved."""
+    dup, missing = row["duplicateEffects"] > 0, row["missingOperations"] > 0
+    if dup and missing:
+        return "both"
+    if dup or missing:
+        return "duplicates" if dup else "missing"
+    held = row.get("unresolved", 0) + row.get("conflicts", 0) + row.get("failedByProvider", 0)
+    return "held" if held else "clean"
+
+
+def _heatmap_section(rows: Sequence[Stored], per_row: list[document.History]) -> tuple[str, str, str]:
+    if not rows:
+        return "heatmaps", "Cells", _note("This run has no cells.")
+    groups = []
+    for g, grid in enumerate(grids(list(enumerate(rows)), lambda item: stored_row_key(item[1]))):
+        head = el("tr", el("th", "strategy") + "".join(el("th", esc(c), scope="col") for c in grid.columns))
+        lines = [head]
+        for strategy in grid.strategies:
+            cells = [el("th", esc(strategy), scope="row")]
+            for column in grid.columns:
+                found = grid.at(strategy, column)
+                if found is None:
+                    cells.append(el("td", DASH, class_="absent"))
+                    continue
+                i, row = found
+                cells.append(_heat_cell(row, i, g, bool(_faulted_ops(per_row[i]))))
+            lines.append(el("tr", "".join(cells)))
+        caption = el("caption", "effects / missing / duplicates")
+        heatmap = el("table", caption + "".join(lines), class_="heatmap")
+        table = el("pre", esc(grid_text(grid, lambda item: stored_cell_text(item[1]))), class_="text-table")
+        body = el("h3", esc(grid.title)) + el("div", heatmap + table, class_="group-body")
+        gid = f"group-{grid.fault}-{grid.scenario}"
+        groups.append(el("div", body, class_="group", id=gid, data_fault=grid.fault, data_scenario=grid.scenario))
+    legend = el(
+        "div",
+        "".join(el("span", esc(t), class_=f"chip outcome-{c}") for c, t in _OUTCOMES)
+        + el("span", "differs from expectation", class_="chip verdict-fail"),
+        class_="heat-legend",
+    )
+    intro = _note(f"Each cell: effects / missing / duplicates. Text tables: effects / missing; {LEGEND}.")
+    return "heatmaps", "Cells", intro + legend + "".join(groups)
+
+
+_OUTCOMES = (
+    ("clean", "exactly once"),
+    ("duplicates", "duplicates"),
+    ("missing", "missing"),
+    ("both", "duplicates and missing"),
+    ("held", "held / conflicts / failed by provider"),
+)
+
+
+def _heat_cell(row: Stored, i: int, group: int, timelines: bool) -> str:
+    """Stored i's cell in heatmap `group` (a control is in every heatmap of its scenario)."""
+    numbers = f"{row['effects']} / {row['missingOperations']} / {row['duplicateEffects']}"
+    marks = [
+        f"{row.get(name, 0)}{m}" for name, m in (("unresolved", "u"), ("conflicts", "c"), ("failedByProvider", "f"))
+    ]
+    marks = [m for m in marks if not m.startswith("0")]
+    body = el("span", esc(numbers), class_="nums")
+    if marks:
+        body += el("span", esc(" ".join(marks)), class_="marks")
+    verdict = row.get("verdict", "pass")
+    if verdict == "fail":
+        body = el("a", body + el("span", "differs", class_="differs"), href=f"#failure-{i}")
+    elif timelines:
+        body = el("a", body, href=f"#cell-{i}")
+    label = document.label(row)
+    tooltip = f"{label}: {row['effects']} effects, {row['missingOperations']} missing, "
+    tooltip += f"{row['duplicateEffects']} duplicates, {row.get('kills', 0)} kills; {verdict}"
+    return el(
+        "td",
+        body,
+        id=f"heat-{group}-{i}",
+        class_=f"cell outcome-{outcome(row)} verdict-{verdict}",
+        title=tooltip,
+        data_cell=label,
+        data_strategy=row["strategy"],
+        data_boundary=row["boundary"],
+        data_fault=row["fault"],
+        data_scenario=row["scenario"],
+        data_verdict=verdict,
+        data_effects=row["effects"],
+        data_missing=row["missingOperations"],
+        data_duplicates=row["duplicateEffects"],
+    )
+
+
+# ---------------------------------------------------------------- failures
+
+
+def _failures_section(rows: Sequence[Stored], per_row: list[document.History]) -> tuple[str, str, str]:
+    failing = [(i, r) for i, r in enumerate(rows) if r.get("verdict") == "fail"]
+    if not failing:
+        return "failures", "Differences", _note("Every cell shows what its expectation predicts.")
+    return "failures", f"Differences ({len(failing)})", "".join(_failure(i, r, per_row[i]) for i, r in failing)
+
+
+def _failure(i: int, row: Stored, history: document.History) -> str:
+    label = document.label(row)
+    items = "".join(el("li", esc(d)) for d in row.get("differences", []))
+    body = el("h3", esc(label)) + el("ul", items, class_="differences")
+    expected = row.get("expected", {})
+    if expected:
+        observed = {k: row.get(k) for k in expected}
+        differing = [k for k in expected if expected[k] != observed[k]]
+        if differing:
+            body += _compare_table({k: expected[k] for k in differing}, {k: observed[k] for k in differing}, "fields")
+        every = el("summary", "every counted field") + _compare_table(expected, observed, "expected-observed")
+        body += el("details", every, class_="all-fields")
+    if row.get("held"):
+        fields = ("op", "state", "reason")
+        held = "".join(el("tr", "".join(el("td", esc(h.get(k, ""))) for k in fields)) for h in row["held"])
+        body += el("table", el("tr", "<th>held op</th><th>state</th><th>reason</th>") + held, class_="held")
+    ops = row.get("opDifferences") or []
+    body += "".join(_op_difference(i, j, op) for j, op in enumerate(ops))
+    if not ops:
+        where = f' Its faulted ops are under <a href="#cell-{i}">timelines</a>.' if _faulted_ops(history) else ""
+        body += el("p", "The run recorded no per-op differences for this cell." + where, class_="note")
+    return el("div", body, class_="failure", id=f"failure-{i}", data_cell=label, data_ops=len(ops))
+
+
+def _compare_table(expected: Mapping[str, Any], observed: Mapping[str, Any], cls: str) -> str:
+    lines = [el("tr", "<th></th><th>expected</th><th>observed</th>")]
+    for key in dict.fromkeys([*expected, *observed]):
+        e, o = expected.get(key, DASH), observed.get(key, DASH)
+        lines.append(
+            el("tr", el("th", esc(key)) + el("td", esc(e)) + el("td", esc(o)), class_="differs" if e != o else None)
+        )
+    return el("table", "".join(lines), class_=f"compare {cls}")
+
+
+def _op_difference(i: int, j: int, op: Mapping[str, Any]) -> str:
+    name = str(op.get("op", ""))
+    plan = op.get("plan") or []
+    steps = "".join(el("li", esc(_plan_step(p))) for p in plan)
+    body = el("h4", esc(name)) + (el("ol", steps, class_="plan") if plan else "")
+    body += _compare_table(op.get("expected") or {}, op.get("observed") or {}, "op-facts")
+    events = op.get("events") or []
+    if events:
+        model = op_timeline(events)
+        body += el("div", timeline_svg(model), class_="plot") + _events_table(events, model.anchor)
+    return el("div", body, class_="op-difference", id=f"opdiff-{i}-{j}", data_op=name)
+
+
+def _plan_step(step: object) -> str:
+    if isinstance(step, Mapping):
+        return ", ".join(f"{k} {v}" for k, v in step.items())
+    return str(step)
+
+
+# ---------------------------------------------------------------- timelines
+
+
+def _faulted_ops(history: document.History) -> list[tuple[str, list[dict[str, Any]]]]:
+    return [(op, events) for op, events in history.items() if events and document.faulted(events)]
+
+
+def _timelines_section(rows: Sequence[Stored], per_row: list[document.History], limit: int) -> tuple[str, str, str]:
+    blocks, total = [], 0
+    cells = [(i, r, _faulted_ops(per_row[i])) for i, r in enumerate(rows)]
+    cells = [(i, r, ops) for i, r, ops in cells if ops]
+    every = sum(len(ops) for _, _, ops in cells)
+    for i, row, ops in cells:
+        label = document.label(row)
+        shown = ops[:limit]
+        total += len(shown)
+        figures = "".join(_timeline_figure(i, j, label, op, events) for j, (op, events) in enumerate(shown))
+        if len(shown) < len(ops):
+            figures += _note(f"{len(shown)} of {len(ops)} faulted ops shown; the run's store holds every one.")
+        stats = row.get("replayLatencyMs")
+        latency = f"; replay median {stats['median']:,.1f} ms" if stats else ""
+        summary = el("summary", esc(label) + el("span", esc(f"{len(ops)} faulted op(s){latency}"), class_="count"))
+        open_ = every <= 40 or row.get("verdict") == "fail"
+        blocks.append(
+            el(
+                "details",
+                summary + figures,
+                class_="cell-timelines",
+                id=f"cell-{i}",
+                open=open_,
+                data_cell=label,
+                data_ops=len(ops),
+            )
+        )
+    if not blocks:
+        return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
+    intro = _note(
+        "One lane per worker process; attempts as bars, from their start to their end or their kill. "
+        "Times in ms from the op's kill (or its first hit when nothing was killed)."
+    )
+    legend = timeline_legend()
+    return "timelines", f"Timelines ({total})", intro + legend + "".join(blocks)
+
+
+def _timeline_figure(i: int, j: int, label: str, op: str, events: list[dict[str, Any]]) -> str:
+    model = op_timeline(events)
+    spans = replay_latency(events)
+    caption = el("span", esc(op), class_="op")
+    if spans is not None:
+        parts = []
+        if spans.requeue_ms is not None:
+            parts.append(f"requeued {spans.requeue_ms:,.1f} ms")
+        if spans.replay_ms is not None:
+            parts.append(f"next attempt {spans.replay_ms:,.1f} ms after the kill")
+        caption += el("span", esc(", ".join(parts) or "not replayed"), class_="spans")
+    body = el("figcaption", caption) + el("div", timeline_svg(model), class_="plot")
+    body += _events_table(events, model.anchor)
+    return el(
+        "figure",
+        body,
+        class_="timeline",
+        id=f"tl-{i}-{j}",
+        data_op=op,
+        data_cell=label,
+        data_anchor=model.anchor,
+        data_kills=sum(e["event"] == "killed" for e in events),
+    )
+
+
+def _events_table(events: Sequence[Mapping[str, Any]], anchor: str) -> str:
+    ordered = sorted(events, key=lambda e: e["at"])
+    _, t0 = anchor_of(ordered)  # the same 0 ms as the plot
+    lines = [el("tr", "<th>ms</th><th>event</th><th>worker</th><th>details</th>")]
+    for e in ordered:
+        details = []
+        for key, value in e.items():
+            if key in ("event", "at", "worker"):
+                continue
+            if key.endswith("At") and isinstance(value, int | float):
+                value = f"{(value - t0) * 1000:+.1f} ms"
+            elif isinstance(value, list):
+                value = ", ".join(map(str, value))
+            details.append(f"{key} {value}")
+        cells = [f"{(e['at'] - t0) * 1000:+.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
+        lines.append(el("tr", "".join(el("td", esc(c)) for c in cells), class_=f"ev-{e['event']}"))
+    summary = el("summary", esc(f"{len(ordered)} events, ms from the {anchor}"))
+    return el("details", summary + el("table", "".join(lines), class_="events"), class_="events-list")
+
+
+# ---------------------------------------------------------------- latency
+
+
+def _latency_section(
+    results: Mapping[str, Any], rows: Sequence[Stored], per_row: list[document.History]
+) -> tuple[str, str, str]:
+    default = (results.get("options") or {}).get("recovery")
+    modes: dict[str, dict[str, list[tuple[float, str]]]] = {}
+    for i, row in enumerate(rows):
+        label = document.label(row)
+        for op, events in per_row[i].items():
+            spans = replay_latency(events)
+            if spans is None:
+                continue
+            mode = modes.setdefault(recovery_mode(row["fault"], events, default), {"requeue": [], "replay": []})
+            if spans.requeue_ms is not None:
+                mode["requeue"].append((spans.requeue_ms, f"{label}, {op}"))
+            if spans.replay_ms is not None:
+                mode["replay"].append((spans.replay_ms, f"{label}, {op}"))
+    every = [v for values in modes.values() for span in values.values() for v, _ in span]
+    extent = (min(every), max(every)) if every else None  # one axis for every mode: they compare at a glance
+    figures = "".join(_latency_figure(name, values, extent) for name, values in modes.items())
+    if not figures:
+        figures = _note("No killed op's events in this run: no latency distribution to draw.")
+    return "latency", "Replay latency", figures + _latency_table(rows)
+
+
+def _latency_figure(
+    mode: str, values: Mapping[str, list[tuple[float, str]]], extent: tuple[float, float] | None
+) -> str:
+    strips = [
+        Strip("kill → requeue", "requeue", values["requeue"], latency_stats([v for v, _ in values["requeue"]])),
+        Strip("kill → next attempt", "replay", values["replay"], latency_stats([v for v, _ in values["replay"]])),
+    ]
+    head = el("tr", "".join(el("th", h) for h in ("span", "n", "min", "median", "p99", "max")))
+    lines = [head]
+    for s in strips:
+        stats = s.stats or {}
+        numbers = [f"{stats[k]:,.1f}" if k in stats else DASH for k in ("min", "median", "p99", "max")]
+        lines.append(el("tr", el("th", esc(s.name)) + "".join(el("td", esc(c)) for c in [len(s.values), *numbers])))
+    caption = el("figcaption", el("strong", esc(mode)) + esc(f" · {len(values['replay'])} kill(s) replayed"))
+    plot = el("div", strip_plot(strips, extent=extent), class_="plot")
+    body = caption + plot + el("table", "".join(lines), class_="stats")
+    return el("figure", body, class_="latency-plot", data_mode=mode, data_kills=len(values["replay"]))
+
+
+def _latency_table(rows: Sequence[Stored]) -> str:
+    """The run's own kill-to-replay figures per cell (`replayLatencyMs`), for every cell with kills."""
+    lines = [el("tr", "".join(el("th", h) for h in ("cell", "kills", "replays", "min", "median", "p99", "max")))]
+    for row in rows:
+        stats = row.get("replayLatencyMs")
+        if not stats:
+            continue
+        numbers = [f"{stats[k]:,.1f}" for k in ("min", "median", "p99", "max")]
+        cells = [document.label(row), row.get("kills", 0), row.get("replays", 0), *numbers]
+        lines.append(el("tr", "".join(el("td", esc(c)) for c in cells)))
+    if len(lines) == 1:
+        return ""
+    title = el("summary", "Kill to next attempt, per cell (ms, as the run measured it)")
+    table = el("table", "".join(lines), class_="stats per-cell")
+    return el("details", title + table, class_="per-cell", open=len(lines) <= 13)
+
+
+# ---------------------------------------------------------------- load
+
+
+def _load_section(rows: Sequence[Stored]) -> tuple[str, str, str]:
+    grid = load_grid(rows)
+    head = el("tr", "".join(el("th", esc(h)) for h in grid[0]))
+    body = "".join(el("tr", "".join(el("td", esc(c)) for c in line)) for line in grid[1:])
+    table = el("table", head + body, class_="stats load-table")
+    with_series = [r for r in rows if r.get("series")]
+    if not with_series:
+        return "load", "Load", table + _note("The rows carry no time series (`series`): nothing to draw over time.")
+    plots = [
+        ("throughput", "jobs over per second", _throughput),
+        ("kills", "kills so far", lambda s: [(p["t"], p["kills"]) for p in s]),
+        ("effects", "effects at the provider so far", lambda s: [(p["t"], p["effects"]) for p in s]),
+    ]
+    figures = ""
+    for metric, caption, points in plots:
+        lines = [Line(r["strategy"], points(r["series"])) for r in with_series]
+        chart = line_chart(lines, "seconds since the cell started")
+        figures += el(
+            "figure",
+            el("figcaption", esc(caption)) + el("div", chart, class_="plot"),
+            class_="load-plot",
+            data_metric=metric,
+        )
+    return "load", "Load", table + figures
+
+
+def _throughput(series: Sequence[Mapping[str, float]]) -> list[tuple[float, float]]:
+    """Jobs over per second between consecutive samples, at the later one."""
+    out = []
+    for a, b in itertools.pairwise(series):
+        if b["t"] > a["t"]:
+            out.append((b["t"], (b["over"] - a["over"]) / (b["t"] - a["t"])))
+    return out

@@ -1,0 +1,364 @@
+"""The stored-run renderers on small results documents: report.html, JUnit XML, compare."""
+
+from __future__ import annotations
+
+import copy
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from testbed.lab.series import Series
+from testbed.report import document, html, tables
+from testbed.report.compare import compare, render_text
+from testbed.report.junit import write_junit
+from testbed.report.latency import recovery_mode, replay_latency
+from tests.dom import parse
+
+T = 1_796_000_000.0
+
+
+def row(strategy: str, boundary: str, fault: str = "kill", scenario: str = "none", **values) -> dict:
+    control = boundary == "none"
+    out = {
+        "strategy": strategy,
+        "boundary": boundary,
+        "injected": not control,
+        "intended": 10,
+        "requests": 10,
+        "kills": 0,
+        "effects": 10,
+        "duplicateEffects": 0,
+        "missingOperations": 0,
+        "skippedWithoutEffect": 0,
+        "fault": "none" if control else fault,
+        "scenario": scenario,
+        "workers": 2,
+        "faults": 0,
+        "lookups": 0,
+        "unresolved": 0,
+        "conflicts": 0,
+        "failedByProvider": 0,
+        "falseCompletions": 0,
+        "unrecordedEffects": 0,
+        "withdrawnEffects": 0,
+        "jobsFailed": 0,
+        "replays": 0,
+        "replayLatencyMs": None,
+        "wallSeconds": 0.5,
+        "expected": {},
+        "verdict": "pass",
+        "differences": [],
+        "held": [],
+    }
+    return out | values
+
+
+def horse_killed(t: float, worker: str = "w1", pid: int = 100, again: str = "w2", again_pid: int = 101) -> list:
+    """A work-horse killed after the effect; RQ's Retry brings the job back in another worker."""
+    return [
+        {"event": "attempt-start", "at": t, "attempt": 1, "pid": pid, "worker": worker, "enqueuedAt": t - 0.1},
+        {"event": "hit", "at": t + 0.010, "attempt": 1, "boundary": "after-effect", "fault": "kill", "pid": pid},
+        {"event": "killed", "at": t + 0.020, "attempt": 1, "boundary": "after-effect", "worker": worker}
+        | {"pids": [pid], "confirmedMs": 1.5},
+        {"event": "attempt-start", "at": t + 0.320, "attempt": 2, "pid": again_pid, "worker": again}
+        | {"enqueuedAt": t + 0.025},
+        {"event": "contact", "at": t + 0.330, "attempt": 2, "pid": again_pid, "worker": again, "answer": "201"},
+        {"event": "attempt-end", "at": t + 0.340, "attempt": 2, "pid": again_pid, "worker": again}
+        | {"outcome": "completed", "detail": "eff_9"},
+    ]
+
+
+def worker_killed(t: float) -> list:
+    """A worker and its work-horse killed; forced recovery requeues the job, a fresh worker replaces it."""
+    return [
+        {"event": "attempt-start", "at": t, "attempt": 1, "pid": 200, "worker": "w3", "enqueuedAt": t - 0.1},
+        {"event": "hit", "at": t + 0.010, "attempt": 1, "boundary": "after-effect", "fault": "kill-worker", "pid": 200},
+        {"event": "killed", "at": t + 0.020, "attempt": 1, "boundary": "after-effect", "worker": "w3"}
+        | {"pids": [190, 200], "confirmedMs": 3.0},
+        {"event": "worker-restarted", "at": t + 0.030, "dead": "w3", "fresh": "w5"},
+        {"event": "recovered", "at": t + 0.047, "mode": "forced", "jobs": ["c001-5"]},
+        {"event": "attempt-start", "at": t + 0.920, "attempt": 2, "pid": 210, "worker": "w5", "enqueuedAt": t + 0.045},
+        {"event": "attempt-end", "at": t + 0.930, "attempt": 2, "pid": 210, "worker": "w5", "outcome": "completed"},
+    ]
+
+
+def timed_out(t: float) -> list:
+    """A held request: the call times out, nothing is killed, the retry runs."""
+    return [
+        {"event": "attempt-start", "at": t, "attempt": 1, "pid": 300, "worker": "w1", "enqueuedAt": t - 0.1},
+        {"event": "hit", "at": t + 0.010, "attempt": 1, "boundary": "before-effect", "fault": "timeout", "pid": 300},
+        {"event": "call-timeout", "at": t + 0.510, "attempt": 1, "pid": 300, "worker": "w1"},
+        {"event": "attempt-end", "at": t + 0.512, "attempt": 1, "pid": 300, "worker": "w1", "outcome": "error"},
+        {"event": "attempt-start", "at": t + 0.530, "attempt": 2, "pid": 301, "worker": "w2", "enqueuedAt": t + 0.52},
+        {"event": "attempt-end", "at": t + 0.540, "attempt": 2, "pid": 301, "worker": "w2", "outcome": "completed"},
+    ]
+
+
+def chaos_results() -> dict:
+    """Four strategies-by-boundary cells of kill, one timeout cell, one cell that differs."""
+    lat = {"min": 300.0, "median": 300.0, "p99": 300.0, "max": 300.0}
+    failing = row(
+        "retry-only",
+        "after-effect",
+        kills=1,
+        faults=1,
+        replays=1,
+        effects=11,
+        duplicateEffects=1,
+        verdict="fail",
+        differences=["effects expected 10, observed 11"],
+        expected={"effects": 10, "duplicateEffects": 1},
+        history={"tenant-demo:notification:5": horse_killed(T)},
+        opDifferences=[
+            {
+                "op": "tenant-demo:notification:5",
+                "plan": [{"attempt": 1, "boundary": "after-effect", "fault": "kill"}],
+                "expected": {"effects": 1},
+                "observed": {"effects": 2},
+                "events": horse_killed(T),
+            }
+        ],
+        replayLatencyMs=lat,
+    )
+    return {
+        "run": "20261130-000000-abcdef",
+        "startedAt": "2026-11-30T00:00:00Z",
+        "wallSeconds": 3.2,
+        "seed": 0,
+        "options": {"ops": 10, "recovery": "forced"},
+        "verdict": "fail",
+        "rows": [
+            row("retry-only", "none"),
+            row("provider-key", "none"),
+            failing,
+            row(
+                "provider-key",
+                "after-effect",
+                kills=1,
+                faults=1,
+                replays=1,
+                history={
+                    "tenant-demo:notification:5": horse_killed(T + 5, "w2", 110, "w1", 111),
+                    "tenant-demo:notification:6": [  # an op that was not faulted: no timeline
+                        {"event": "attempt-start", "at": T + 6, "attempt": 1, "pid": 120, "worker": "w1"}
+                    ],
+                },
+                replayLatencyMs=lat,
+            ),
+            row("record-before", "before-effect", effects=9, missingOperations=1, kills=1, faults=1),
+            row(
+                "provider-key",
+                "before-effect",
+                fault="timeout",
+                faults=1,
+                replays=1,
+                history={"tenant-demo:notification:7": timed_out(T + 10)},
+            ),
+            row(
+                "provider-key",
+                "after-effect",
+                fault="kill-worker",
+                kills=1,
+                faults=1,
+                replays=1,
+                history={"tenant-demo:notification:8": worker_killed(T + 20)},
+            ),
+        ],
+    }
+
+
+@pytest.fixture
+def page():
+    return parse(html.render(chaos_results()))
+
+
+def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page):
+    results = chaos_results()
+    labels = {c.attrs["data-cell"] for c in page.find_all("td", "cell")}
+    assert labels == {document.label(r) for r in results["rows"]} and len(labels) == len(results["rows"])
+    dup = page.one("td", "cell", data_strategy="retry-only", data_boundary="after-effect", data_fault="kill")
+    assert {"outcome-duplicates", "verdict-fail"} <= dup.classes
+    assert (dup.attrs["data-effects"], dup.attrs["data-missing"], dup.attrs["data-duplicates"]) == ("11", "0", "1")
+    assert "11 / 0 / 1" in dup.all_text() and "differs" in dup.all_text()
+    lost = page.one("td", "cell", data_strategy="record-before", data_boundary="before-effect")
+    assert {"outcome-missing", "verdict-pass"} <= lost.classes
+    controls = page.find_all("td", "cell", data_strategy="provider-key", data_boundary="none", data_fault="none")
+    assert len(controls) == 3 and all("outcome-clean" in c.classes for c in controls)  # one per group
+
+
+def test_one_group_per_fault_and_scenario_with_its_text_table(page):
+    groups = {(g.attrs["data-fault"], g.attrs["data-scenario"]) for g in page.find_all("div", "group")}
+    assert groups == {("kill", "none"), ("timeout", "none"), ("kill-worker", "none")}
+    kill = page.one("div", "group", data_fault="kill", data_scenario="none")
+    text = kill.one("pre", "text-table").all_text()
+    assert text.splitlines()[0] == "kill"
+    assert text.splitlines()[2].split() == ["retry-only", "10", "/", "0", "-", "11", "/", "0", "!"]
+    # the control column joins every group of its scenario
+    assert len(page.one("div", "group", data_fault="timeout").find_all("td", "cell")) == 3
+
+
+def test_every_faulted_op_has_a_timeline_with_a_lane_per_worker(page):
+    figures = page.find_all("figure", "timeline")
+    assert sorted((f.attrs["data-cell"], f.attrs["data-op"]) for f in figures) == [
+        ("provider-key @ after-effect (kill)", "tenant-demo:notification:5"),
+        ("provider-key @ after-effect (kill-worker)", "tenant-demo:notification:8"),
+        ("provider-key @ before-effect (timeout)", "tenant-demo:notification:7"),
+        ("retry-only @ after-effect (kill)", "tenant-demo:notification:5"),
+    ]
+    killed = page.one("figure", "timeline", data_cell="provider-key @ after-effect (kill-worker)")
+    assert killed.attrs["data-anchor"] == "kill"
+    lanes = [g.attrs["data-worker"] for g in killed.find_all("g", "lane")]
+    assert lanes == ["queue", "w3", "w5"]
+    assert len(killed.find_all("g", "kill")) == 1 and len(killed.find_all("g", "restart")) == 1
+    assert [b.attrs["data-attempt"] for b in killed.find_all("g", "attempt")] == ["1", "2"]
+    assert "killed" in killed.find_all("g", "attempt")[0].classes
+    # the kill is 0 ms; the requeue and the next attempt are placed from it
+    assert killed.one("g", "requeue").attrs["data-at"] == "27.0"
+    assert "requeued 27.0 ms" in killed.all_text() and "next attempt 900.0 ms" in killed.all_text()
+    timeout = page.one("figure", "timeline", data_cell="provider-key @ before-effect (timeout)")
+    assert timeout.attrs["data-anchor"] == "first hit"
+    assert timeout.find_all("g", "timeout") and not timeout.find_all("g", "kill")
+
+
+def test_replay_latency_plotted_per_recovery_mode(page):
+    plots = {p.attrs["data-mode"]: p for p in page.find_all("figure", "latency-plot")}
+    assert set(plots) == {"kill (work-horse), requeued by RQ's Retry", "kill-worker, forced recovery"}
+    horse = plots["kill (work-horse), requeued by RQ's Retry"]
+    assert horse.attrs["data-kills"] == "2"
+    replay = horse.one("g", "strip", data_kind="replay")
+    assert len(replay.find_all("circle", "dot")) == 2
+    assert len(horse.one("g", "strip", data_kind="requeue").find_all("circle", "dot")) == 2
+
+
+def test_a_failing_cell_lists_its_differences_and_ops(page):
+    failure = page.one("div", "failure")
+    assert failure.attrs["data-cell"] == "retry-only @ after-effect (kill)"
+    assert [li.all_text() for li in failure.one("ul", "differences").find_all("li")] == [
+        "effects expected 10, observed 11"
+    ]
+    op = failure.one("div", "op-difference")
+    assert op.attrs["data-op"] == "tenant-demo:notification:5"
+    assert op.find_all("svg", "timeline-svg") and op.find_all("table", "events")
+
+
+def test_the_page_needs_nothing_from_elsewhere():
+    markup = html.render(chaos_results())
+    dom = parse(markup)
+    assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
+    assert "http://" not in markup.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in markup and "@import" not in markup and "url(" not in markup
+
+
+def test_history_stream_replaces_the_rows_history():
+    results = chaos_results()
+    results["rows"] = [row("retry-only", "after-effect", kills=1, faults=1)]  # no history in the row
+    key = {"strategy": "retry-only", "boundary": "after-effect", "fault": "kill", "scenario": "none"}
+    stream = [key | {"op": "op-1"} | e for e in horse_killed(T)]
+    stream.append(key | {"op": "op-1", "event": "facts", "at": T + 1})  # other kinds are not events of a timeline
+    stream.append(stream[0] | {"strategy": "record-after", "op": "op-of-a-cell-not-in-the-results"})
+    dom = parse(html.render(results, stream))
+    (figure,) = dom.find_all("figure", "timeline")
+    assert figure.attrs["data-op"] == "op-1"
+    assert len(figure.one("table", "events").find_all("tr")) == 1 + len(horse_killed(T))
+
+
+def test_load_run_draws_throughput_kills_and_effects_per_strategy():
+    series = Series(interval=1.0, limit=4)
+    for second in range(10):
+        series.sample(second, over=second * 10, kills=second, effects=second * 11)
+    series.sample(9.5, over=100, kills=10, effects=110, final=True)
+    points = series.to_json()
+    # bounded: thinned to every other point as it fills, the first and the final point kept
+    assert [p["t"] for p in points] == [0, 4, 8, 9.5]
+    assert points[-1] == {"t": 9.5, "over": 100, "kills": 10, "effects": 110}
+    rows = [
+        row("retry-only", "random", kills=10, effects=110, duplicateEffects=10, series=points),
+        row("provider-key", "random", kills=10, series=points),
+    ]
+    dom = parse(html.render({"run": "r", "options": {"killRate": 0.1}, "rows": rows}))
+    plots = {p.attrs["data-metric"]: p for p in dom.find_all("figure", "load-plot")}
+    assert set(plots) == {"throughput", "kills", "effects"}
+    for plot in plots.values():
+        assert [p.attrs["data-strategy"] for p in plot.find_all("polyline", "series-line")] == [
+            "retry-only",
+            "provider-key",
+        ]
+    assert dom.one("table", "load-table").find_all("tr")[1].find_all("td")[0].all_text() == "retry-only"
+    without = parse(html.render({"run": "r", "rows": [row("retry-only", "random", invariants=[])]}))
+    assert without.find_all("section", id="load") and not without.find_all("figure", "load-plot")
+
+
+def test_replay_latency_of_an_op():
+    horse = replay_latency(horse_killed(T))
+    assert horse is not None
+    assert horse.requeue_ms == pytest.approx(5.0, abs=0.01) and horse.replay_ms == pytest.approx(300.0, abs=0.01)
+    worker = replay_latency(worker_killed(T))
+    assert worker is not None
+    assert worker.requeue_ms == pytest.approx(27.0, abs=0.01) and worker.replay_ms == pytest.approx(900.0, abs=0.01)
+    assert replay_latency(timed_out(T)) is None
+    assert recovery_mode("kill-worker", worker_killed(T), "rq") == "kill-worker, forced recovery"
+    assert recovery_mode("kill-worker", [], "rq") == "kill-worker, rq recovery"
+
+
+def test_stored_rows_print_the_runs_table():
+    rows = chaos_results()["rows"][:5]
+    grid = tables.grids(rows, tables.stored_row_key)[0]
+    assert grid.columns == ["none", "before-effect", "after-effect"]
+    assert grid.strategies == ["retry-only", "record-before", "provider-key"]
+    assert tables.grid_text(grid, tables.stored_cell_text).splitlines()[1:] == [
+        "strategy       none    before-effect  after-effect",
+        "retry-only     10 / 0  -              11 / 0 !",
+        "record-before  -       9 / 1          -",
+        "provider-key   10 / 0  -              10 / 0",
+    ]
+
+
+def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
+    results = chaos_results()
+    path = tmp_path / "ci" / "junit.xml"
+    write_junit(path, results)
+    top = ET.parse(path).getroot()
+    suite = top.find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert len(cases) == int(suite.get("tests", "")) == len(results["rows"]) == int(top.get("tests", ""))
+    assert suite.get("failures") == top.get("failures") == "1" and suite.get("errors") == "0"
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [(c.get("classname"), c.get("name")) for c in failed] == [("kill/none", "retry-only @ after-effect (kill)")]
+    failure = failed[0].find("failure")
+    assert failure is not None and failure.get("message") == "effects expected 10, observed 11"
+    assert "op tenant-demo:notification:5: effects expected 1, observed 2" in (failure.text or "")
+    names = {c.get("name") for c in cases}
+    assert {"retry-only @ none", "provider-key @ before-effect (timeout)"} <= names
+
+
+def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
+    a = chaos_results()
+    b = copy.deepcopy(a)
+    moved = b["rows"][3]  # provider-key @ after-effect (kill)
+    moved["effects"], moved["duplicateEffects"], moved["verdict"] = 11, 1, "fail"
+    moved["replayLatencyMs"] = {"min": 350.0, "median": 350.0, "p99": 410.0, "max": 410.0}
+    del b["rows"][0]
+    b["rows"].append(row("reconcile", "none"))
+    changes = compare(a, b)
+    by_status = {c.status: c for c in changes}
+    assert sorted(c.status for c in changes) == ["changed", "only-a", "only-b"]
+    changed = by_status["changed"]
+    assert changed.label == "provider-key @ after-effect (kill)" and changed.verdicts == ("pass", "fail")
+    assert [(x.name, x.a, x.b) for x in changed.counts] == [("effects", 10, 11), ("duplicateEffects", 0, 1)]
+    assert ("replay median", 300.0, 350.0) in [(x.name, x.a, x.b) for x in changed.latency]
+    assert by_status["only-a"].label == "retry-only @ none" and by_status["only-b"].label == "reconcile @ none"
+    text = render_text(changes, "run-a", "run-b")
+    assert text.splitlines()[0] == "run-a -> run-b: 1 cell(s) differ, 1 only in run-a, 1 only in run-b"
+    assert "effects 10 -> 11; duplicateEffects 0 -> 1" in text
+    assert compare(a, copy.deepcopy(a)) == []
+    assert render_text([], "a", "b") == "a -> b: every cell shows the same counts and verdict"
+
+
+def test_compare_lists_a_cell_whose_replays_got_much_slower():
+    a = chaos_results()
+    b = copy.deepcopy(a)
+    b["rows"][3]["replayLatencyMs"] = {"min": 900.0, "median": 900.0, "p99": 900.0, "max": 900.0}
+    (slower,) = compare(a, b)
+    assert slower.status == "latency" and slower.counts == []
+    assert compare(a, b, latency_factor=None) == []
