@@ -57,7 +57,7 @@ def main() -> None:
             out = work / "replay.json"
             argv = [sys.executable, "-m", "testbed", "replay", "--ops", str(args.ops), "--every", str(args.every)]
             quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-            subprocess.run([*argv, *extra, "--json", str(out)], check=True, **quiet)
+            subprocess.run([*argv, *extra, "--json", str(out), "--no-store"], check=True, **quiet)
             row = json.loads(out.read_text())["rows"][0]
             requeued = sorted(_requeue_ms(events) for events in row["history"].values() if _killed(events))
             stats = row["replayLatencyMs"]

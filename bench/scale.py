@@ -32,6 +32,7 @@ def main() -> None:
     out = work / "load.json"
     argv = [sys.executable, "-m", "testbed", "load", "--ops", str(args.ops), "--workers", str(args.workers)]
     argv += ["-s", args.strategy, "--kill-rate", str(args.kill_rate), "--seed", str(args.seed), "--json", str(out)]
+    argv += ["--store", str(work / "runs")]
     started = time.monotonic()
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     me = psutil.Process(proc.pid)
@@ -49,12 +50,17 @@ def main() -> None:
     for at, rss, note in samples[:: max(1, len(samples) // 12)]:
         print(f"{at:8.0f} s  rss {rss:6.1f} MB  {note[:90]}")
     result = json.loads(out.read_text())
+    stored = work / "runs" / result["run"]
+    sizes = {f.name: f.stat().st_size / 1e6 for f in stored.iterdir() if f.is_file()}
+    logs = sum(f.stat().st_size for f in (stored / "logs").rglob("*") if f.is_file()) / 1e6
     shutil.rmtree(work)
     row = result["rows"][0]
     print(f"exit {proc.returncode}; verdict {row['verdict']}; broken: {row['differences'] or 'none'}")
     print(f"effects {row['effects']}, duplicates {row['duplicateEffects']}, missing {row['missingOperations']},")
     print(f"kills {row['kills']}, replays {row['replays']}; peak RSS of the testbed process")
     print(f"{result['options']['peakRssMb']} MB; wall {wall:.0f} s ({args.ops / row['wallSeconds']:.0f} ops/s)")
+    files = ", ".join(f"{name} {mb:.1f} MB" for name, mb in sorted(sizes.items()))
+    print(f"stored run: {sum(sizes.values()) + logs:.1f} MB ({files}, logs {logs:.1f} MB)")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,11 @@ def raw_rq(ops: int, workers: int, work: Path) -> float:
 def testbed_load(ops: int, workers: int, strategy: str, work: Path) -> float:
     out = work / "load.json"
     argv = [sys.executable, "-m", "testbed", "load", "--kill-rate", "0", "--ops", str(ops), "--workers", str(workers)]
-    subprocess.run([*argv, "-s", strategy, "--json", str(out)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*argv, "-s", strategy, "--json", str(out), "--store", str(work / "runs")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     row = json.loads(out.read_text())["rows"][0]
     assert row["verdict"] == "pass", row["differences"]
     return ops / row["wallSeconds"]

@@ -30,6 +30,7 @@ class EventKind(StrEnum):
     WORKER_RESTARTED = "worker-restarted"
     RECOVERED = "recovered"
     NEMESIS = "nemesis"
+    ANOMALY = "anomaly"  # something the controller did not plan for
 
 
 class Side(StrEnum):

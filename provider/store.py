@@ -266,6 +266,10 @@ class LogReader:
     def close(self) -> None:
         self._db.close()
 
+    def effect_count(self, ledger: str) -> int:
+        """Effects in a ledger so far (withdrawn ones included)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM effects WHERE ledger = ?", (ledger,)).fetchone()[0])
+
     def records(self, ledger: str, references: Iterable[str]) -> dict[str, ReferenceRecord]:
         refs = list(references)
         if not refs:

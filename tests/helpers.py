@@ -68,7 +68,7 @@ def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tup
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     env.pop("REDIS_URL", None)
     out, err = workdir / "stdout.txt", workdir / "stderr.txt"
-    extra = [] if command == "provider" else ["--json", str(workdir / "results.json")]
+    extra = ["--json", str(workdir / "results.json")] if command in ("chaos", "replay", "load") else []
     with open(out, "w") as o, open(err, "w") as e:
         proc = subprocess.Popen([*TESTBED, command, *args, *extra], stdout=o, stderr=e, env=env, cwd=workdir)
     return proc, out, err

@@ -8,6 +8,7 @@ cannot start in; 3 the stack failed during the run; 130 interrupted.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sys
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer import Option
+from typer import Argument, Option
 
 from labcore.boundaries import ORDER, parse_boundary
 from labcore.faults import Fault, parse_fault
@@ -29,8 +30,9 @@ from testbed.cli.options import (
     Retries,
     Seed,
     StackArgs,
+    StoreArgs,
     Strategies,
-    stack_options,
+    run_options,
 )
 from testbed.errors import Interrupted, RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
@@ -38,6 +40,7 @@ from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
+from testbed.lab.store import REPORT, RESULTS, RunStore, read_history
 from workers.strategies import STRATEGIES, parse_strategy
 
 app = typer.Typer(
@@ -82,9 +85,16 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
 class Output:
     """Where a run's results go, and what they say about the run besides its rows."""
 
+    command: str
     json_path: Path
     meta: dict[str, Any]
     seed: int
+    store: StoreArgs
+
+    def document(self, ran: Any) -> dict[str, Any]:
+        from testbed.report import tables as report
+
+        return report.results({"command": self.command} | ran.meta(self.meta, self.seed), ran.rows)
 
 
 def _run(
@@ -106,30 +116,57 @@ def _run(
 
         return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
 
-    ran = session.execute(stack, options, tick)
+    def judged(index: int, total: int, row: Any) -> None:
+        print(report.progress_line(index, total, row), file=sys.stderr)
+
+    store = None if out.store.no_store else RunStore(out.store.store)
+    ran = session.execute(stack, options, judged, tick, store)
+    document = out.document(ran)
+    report.write_json(out.json_path, document)
+    if ran.stored is not None:
+        report.write_json(ran.stored.path / RESULTS, document)
+        assert store is not None
+        store.mark_latest(ran.run_id)
     if ran.failure:
         if tick is not None:
             tick.clear()
-        report.write_results(out.json_path, ran.meta(out.meta, out.seed), ran.rows)
         done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {out.json_path}"
         raise RunFailure(f"{ran.failure} ({done})")
     return ran
 
 
 def _finish(ran: Any, out: Output) -> int:
-    from testbed.report import tables as report
-
-    report.write_results(out.json_path, ran.meta(out.meta, out.seed), ran.rows)
+    """The summary line, and what else the user asked for: JUnit XML, the report page."""
     passed = sum(r.passed for r in ran.rows)
     total = len(ran.rows)
     print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
+    if out.store.junit is not None or out.store.report:
+        from testbed.report import junit
+
+        document = out.document(ran)
+        if out.store.junit is not None:
+            junit.write_junit(out.store.junit, document)
+            print(f"JUnit XML in {out.store.junit}")
+        if out.store.report and ran.stored is not None:
+            print(f"report in {_write_report(ran.stored.path)}")
+    if ran.stored is not None:
+        print(f"stored in {ran.stored.path}")
     return 0 if passed == total else 1
 
 
+def _write_report(run: Path) -> Path:
+    from testbed.report import html
+
+    page = html.render(json.loads((run / RESULTS).read_text()), read_history(run))
+    (run / REPORT).write_text(page)
+    return run / REPORT
+
+
 @app.command()
-@stack_options
+@run_options
 def chaos(
     stack_args: StackArgs,
+    store_args: StoreArgs,
     strategy: Strategies = None,
     boundary: Boundaries = None,
     fault: Annotated[
@@ -168,7 +205,7 @@ def chaos(
     meta = {"matrix": matrix, "ops": ops, "every": every, "workers": stack_args.workers, "parallel": parallel}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"redis": "shared" if stack_args.redis_url else "private", "workerSettings": vars_of(stack.settings)}
-    out = Output(json_path, meta, seed)
+    out = Output("chaos", json_path, meta, seed, store_args)
     ran = _run(
         stack,
         mode,
@@ -194,9 +231,10 @@ def chaos(
 
 
 @app.command()
-@stack_options
+@run_options
 def replay(
     stack_args: StackArgs,
+    store_args: StoreArgs,
     strategy: Annotated[str, Option("--strategy", "-s", help="Strategy.")] = "provider-key",
     boundary: Annotated[str, Option("--boundary", "-b", help="Where the kill strikes.")] = "after-effect",
     fault: Annotated[str, Option("--fault", "-f", help="kill (work-horse) or kill-worker.")] = "kill-worker",
@@ -221,7 +259,7 @@ def replay(
     from testbed.report import timeline
 
     meta = {"ops": ops, "every": every, "workers": stack_args.workers, "retries": retries, "recovery": mode}
-    out = Output(json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed)
+    out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
     ran = _run(stack, mode, cells, ops, cell_timeout, out, plan=plan, retries=retries, seed=seed)
     row = ran.rows[0]
@@ -235,9 +273,10 @@ def replay(
 
 
 @app.command()
-@stack_options
+@run_options
 def load(
     stack_args: StackArgs,
+    store_args: StoreArgs,
     strategy: Strategies = None,
     boundary: Annotated[
         list[str] | None, Option("--boundary", "-b", help="Boundaries the kills are drawn from (default: all).")
@@ -273,7 +312,7 @@ def load(
     meta = {"ops": ops, "workers": stack_args.workers, "killRate": kill_rate}
     meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
     meta |= {"recovery": mode}
-    out = Output(json_path, meta, seed)
+    out = Output("load", json_path, meta, seed, store_args)
     line = live.LiveLine()
     ran = _run(
         stack,
@@ -302,6 +341,82 @@ def load(
         print("\n" + diffs)
     out.meta["peakRssMb"] = report.peak_rss_mb()
     return _finish(ran, out)
+
+
+StoreDir = Annotated[Path, Option("--store", help="The run store.")]
+RunName = Annotated[str, Argument(help="A stored run: its id, `latest`, or its directory.")]
+
+
+def _stored(store: Path, name: str) -> tuple[Path, dict[str, Any]]:
+    run = RunStore(store).resolve(name)
+    try:
+        return run, json.loads((run / RESULTS).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {run / RESULTS}: {exc}") from None
+
+
+@app.command()
+def runs(store: StoreDir = Path("runs")) -> int:
+    """List the stored runs: id, command, when, cells, verdict, size on disk."""
+    found = list(RunStore(store).runs())
+    if not found:
+        print(f"no stored runs in {store}")
+        return 0
+    grid = [["run", "command", "started", "cells", "verdict", "size"]]
+    grid += [[r.id, r.command, r.started, str(r.cells), r.verdict, f"{r.bytes / 1e6:.1f} MB"] for r in found]
+    from testbed.report import tables
+
+    print("\n".join(tables.aligned(grid)))
+    return 0
+
+
+@app.command()
+def report(run: RunName = "latest", store: StoreDir = Path("runs")) -> int:
+    """Write a stored run's report.html (self-contained: opens from disk) and print its path."""
+    path, _ = _stored(store, run)
+    print(_write_report(path))
+    return 0
+
+
+@app.command()
+def check(
+    run: RunName = "latest",
+    store: StoreDir = Path("runs"),
+    expect: Annotated[list[str] | None, Option("--expect", help="Own expectation: STRATEGY@BOUNDARY=E/M.")] = None,
+    junit_path: Annotated[Path | None, Option("--junit", help="Also write JUnit XML here.")] = None,
+) -> int:
+    """Judge a stored run again from its history and provider log alone (no Redis, no workers)."""
+    path, results = _stored(store, run)
+    overrides = parse_expect(expect) if expect else None
+    from testbed.lab.recheck import recheck
+    from testbed.report import tables as report
+
+    rows = recheck(path, results, overrides)
+    if diffs := report.differences(rows):
+        print(diffs)
+    document = report.results({k: v for k, v in results.items() if k not in ("rows", "verdict")}, rows)
+    if junit_path is not None:
+        from testbed.report import junit
+
+        junit.write_junit(junit_path, document)
+    passed = sum(r.passed for r in rows)
+    was = results.get("verdict")
+    print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {was})")
+    return 0 if passed == len(rows) else 1
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, Argument(help="A stored run (id, latest, or directory).")],
+    run_b: Annotated[str, Argument(help="Another stored run.")],
+    store: StoreDir = Path("runs"),
+) -> int:
+    """Print the cells whose counts or verdicts differ between two stored runs, and their latency changes."""
+    from testbed.report import compare as comparing
+
+    (a_path, a), (b_path, b) = _stored(store, run_a), _stored(store, run_b)
+    print(comparing.render_text(comparing.compare(a, b), a_path.name, b_path.name))
+    return 0
 
 
 @app.command()

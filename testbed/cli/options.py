@@ -56,24 +56,40 @@ class StackArgs:
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
 
 
-_HINTS = get_type_hints(StackArgs, include_extras=True)
-_STACK = [
-    inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_HINTS[f.name])
-    for f in fields(StackArgs)
-]
+@dataclass(frozen=True, slots=True)
+class StoreArgs:
+    """Where a run is kept, and what else it writes."""
+
+    store: Annotated[Path, Option("--store", help="Keep the run under DIR/<run-id>/ (and DIR/latest).")] = Path(
+        "runs"
+    )
+    no_store: Annotated[bool, Option("--no-store", help="Keep nothing but --json.")] = False
+    junit: Annotated[Path | None, Option("--junit", help="Also write JUnit XML here (one test case per cell).")] = None
+    report: Annotated[bool, Option("--report", help="Write report.html in the stored run and print its path.")] = False
 
 
-def stack_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a command the stack options; it takes them as `stack_args: StackArgs`."""
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "stack_args"]
+def _group(cls: type) -> tuple[type, list[inspect.Parameter]]:
+    hints = get_type_hints(cls, include_extras=True)
+    kind = inspect.Parameter.KEYWORD_ONLY
+    return cls, [inspect.Parameter(f.name, kind, default=f.default, annotation=hints[f.name]) for f in fields(cls)]
+
+
+_GROUPS = {"stack_args": _group(StackArgs), "store_args": _group(StoreArgs)}
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the options every run takes: it receives them grouped, as
+    `stack_args: StackArgs` and `store_args: StoreArgs`, and never lists them."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name not in _GROUPS]
 
     @functools.wraps(command)
-    def with_stack(**given: Any) -> Any:
-        stack = StackArgs(**{p.name: given.pop(p.name) for p in _STACK})
-        return command(stack_args=stack, **given)
+    def with_groups(**given: Any) -> Any:
+        grouped = {name: cls(**{p.name: given.pop(p.name) for p in params}) for name, (cls, params) in _GROUPS.items()}
+        return command(**grouped, **given)
 
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + _STACK
-    # typer reads the signature and the annotations: both show the command's own options, then the stack's.
-    with_stack.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    with_stack.__annotations__ = {p.name: p.annotation for p in params}
-    return with_stack
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    params += [p for _, group in _GROUPS.values() for p in group]
+    # typer reads the signature and the annotations: both show the command's own options, then the groups'.
+    with_groups.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    with_groups.__annotations__ = {p.name: p.annotation for p in params}
+    return with_groups

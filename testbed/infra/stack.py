@@ -79,7 +79,7 @@ class Stack:
         self.bus = Bus(self.redis, self.keys)
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings)
-        self._exit.callback(self._stop_services)
+        self._exit.callback(self.stop_services)
         self.provider.launch()
         self.supervisor.start(o.workers)
 
@@ -98,8 +98,8 @@ class Stack:
         self.provider.check()
         self.supervisor.check()
 
-    def _stop_services(self) -> None:
-        # Workers and provider do not need each other to shut down: stop them together.
+    def stop_services(self) -> None:
+        """Workers and provider (they do not need each other to shut down: together)."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
 
     def _close(self) -> None:

@@ -8,7 +8,7 @@ Replay latency (kill to the op's next attempt) is computed here only, by
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,12 +64,18 @@ def replay_latency(events: Iterable[Noted]) -> ReplayLatency | None:
     return ReplayLatency(killed.at, None if requeued is None else (requeued - killed.at) * 1000, replay_ms)
 
 
+# Where a cell's observations go as they are made (the run store's history), if anywhere.
+Sink = Callable[[str, Noted], None]
+
+
 @dataclass(slots=True)
 class CellObservations:
     """What the run saw during one cell. Without `keep_history` it holds counts
-    and latencies only, so a long run's memory does not grow with it."""
+    and latencies only, so a long run's memory does not grow with it; a `sink`
+    gets every entry as it is made either way."""
 
     keep_history: bool = True
+    sink: Sink | None = None
     faults: int = 0
     kill_count: int = 0
     replay_latencies_ms: array[float] = field(default_factory=lambda: array("d"))
@@ -77,28 +83,35 @@ class CellObservations:
     anomalies: list[str] = field(default_factory=list)
     _replays: ReplayClock = field(default_factory=ReplayClock)
 
-    def note(self, op: str, kind: EventKind, at: float, **data: Any) -> None:
+    def add(self, op: str, entry: Noted) -> None:
+        """One entry of an op's history, counted as its kind says. A stored
+        history replayed through here gives the counts the run had."""
+        if entry.kind is EventKind.HIT:
+            self.faults += 1
+        elif entry.kind is EventKind.KILLED:
+            self.kill_count += 1
+            self._replays.killed(op, entry.at, int(entry.data["attempt"]))
+        elif entry.kind is EventKind.ATTEMPT_START:
+            latency = self._replays.started(op, entry.at, int(entry.data["attempt"]))
+            if latency is not None:
+                self.replay_latencies_ms.append(latency)
         if self.keep_history:
-            self.history.setdefault(op, []).append(Noted(kind, at, data))
+            self.history.setdefault(op, []).append(entry)
+        if self.sink is not None:
+            self.sink(op, entry)
 
-    def hit(self, op: str, at: float, **data: Any) -> None:
-        self.faults += 1
-        self.note(op, EventKind.HIT, at, **data)
-
-    def killed(self, op: str, at: float, attempt: int, **data: Any) -> None:
-        self.kill_count += 1
-        self._replays.killed(op, at, attempt)
-        self.note(op, EventKind.KILLED, at, attempt=attempt, **data)
+    def note(self, op: str, kind: EventKind, at: float, **data: Any) -> None:
+        self.add(op, Noted(kind, at, data))
 
     def event(self, event: Event) -> None:
         """An attempt's own report."""
-        self.note(
-            event.op, event.kind, event.ts, attempt=event.attempt, pid=event.pid, worker=event.worker, **event.data
-        )
-        if event.kind is EventKind.ATTEMPT_START:
-            latency = self._replays.started(event.op, event.ts, event.attempt)
-            if latency is not None:
-                self.replay_latencies_ms.append(latency)
+        who = {"attempt": event.attempt, "pid": event.pid, "worker": event.worker}
+        self.note(event.op, event.kind, event.ts, **who, **event.data)
+
+    def anomaly(self, text: str) -> None:
+        self.anomalies.append(text)
+        if self.sink is not None:
+            self.sink("", Noted(EventKind.ANOMALY, 0.0, {"text": text}))
 
     def history_json(self) -> dict[str, list[dict[str, Any]]]:
         return {op: [e.to_json() for e in events] for op, events in self.history.items()}

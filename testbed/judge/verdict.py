@@ -108,9 +108,11 @@ def _difference(
 
 
 def _summary(ops: Sequence[OpFacts]) -> dict[str, Any]:
-    """What happened to the op (and any op made for it), as a reader follows it."""
-    return {
-        o.op: {
+    """What happened to the op, as a reader follows it; the facts of an op the
+    planner made for it (a re-minted identity) are named after that op."""
+    out: dict[str, Any] = {}
+    for n, o in enumerate(ops):
+        facts = {
             "attempts": o.attempts,
             "effects": o.effects,
             "withdrawn": o.withdrawn,
@@ -120,5 +122,5 @@ def _summary(ops: Sequence[OpFacts]) -> dict[str, Any]:
             "outcome": o.outcome.value if o.outcome else None,
             "jobFailed": o.job_failed,
         }
-        for o in ops
-    }
+        out |= {(f"{o.op} {k}" if n else k): v for k, v in facts.items()}
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import httpx
@@ -18,6 +18,7 @@ import redis as redis_lib
 from rq import Queue, Retry
 
 from labcore import plan as plans
+from labcore.events import EventKind, Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind
 from labcore.keys import QUEUE, CellKeys
@@ -26,9 +27,12 @@ from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import Stack
+from testbed.judge.checker import OpFacts
 from testbed.judge.observe import op_facts
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
+from testbed.lab.series import Series
+from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.kills import Killer
 from testbed.nemesis.recovery import Recovery, force_recovery
@@ -101,6 +105,7 @@ class _Running:
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
     extra: int = 0  # jobs the planner added (duplicates, re-minted ops)
     over: int = 0
+    series: Series | None = None  # load cells: progress over time
 
 
 class CellRunner:
@@ -115,13 +120,17 @@ class CellRunner:
         self,
         stack: Stack,
         options: RunOptions,
-        progress: Callable[[str], None],
+        judged: Callable[[int, int, Row], None],
         tick: Callable[[list[Progress]], None] | None = None,
+        run_dir: RunDir | None = None,
     ) -> None:
+        """`judged(index, total, row)` hears of each cell as it is judged; `run_dir`
+        keeps the history as the run goes."""
         self.stack = stack
         self.options = options
-        self.progress = progress
+        self.judged = judged
         self.tick = tick
+        self.run_dir = run_dir
         self.queue = Queue(QUEUE, connection=stack.redis)
         recover = functools.partial(force_recovery, stack.redis, QUEUE)
         self.controller = Controller(
@@ -151,7 +160,7 @@ class CellRunner:
         return [self.rows[i] for i in sorted(self.rows)]
 
     def _run(self, cells: list[Cell]) -> None:
-        o = self.options
+        s, o = self.stack, self.options
         waiting = list(enumerate(cells, 1))
         next_check = 0.0
         while waiting or self._running:
@@ -169,10 +178,13 @@ class CellRunner:
             for done in self._finished():
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
-                self._report(done.index, len(cells), row)
+                self.judged(done.index, len(cells), row)
             self._feed()
+            now = time.monotonic()
+            for r in self._running.values():
+                if r.series is not None and r.series.due(now - r.started):
+                    r.series.sample(now - r.started, r.over, self.controller.kills(r.id), s.log.effect_count(r.ledger))
             if self.tick is not None:
-                now = time.monotonic()
                 self.tick([self._progress(r, now) for r in self._running.values()])
 
     def _may_start(self, cell: Cell) -> bool:
@@ -200,9 +212,16 @@ class CellRunner:
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), asdict(spec), time.monotonic()
         )
+        if cell.spread:
+            running.series = Series()
         s.admin.put_ledger(ledger, scenario.contract)
         self._store_intents(running, scenario.declines_faulted_ops)
-        self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys)
+        sink = None
+        if self.run_dir is not None:
+            where = {"cell": cell_id, **_cell_fields(cell)}
+            self.run_dir.record(CELL, ledger=ledger, **where)
+            sink = functools.partial(_record_event, self.run_dir, where)
+        self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
         self._enqueue(running, o.ops if o.window is None else min(o.ops, o.window))
         return running
 
@@ -248,21 +267,19 @@ class CellRunner:
         wall = time.monotonic() - r.started
         failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
         observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
+        if self.run_dir is not None:
+            observed = _recorded(self.run_dir, r.id, observed)
         overrides = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
         judgement = Judgement(r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises)
-        return judge(judgement, observed, seen, s.options.workers, wall)
+        row = judge(judgement, observed, seen, s.options.workers, wall)
+        row.extra["cell"] = r.id
+        if r.series is not None:
+            r.series.sample(wall, r.over, seen.kill_count, row.counts.effects, final=True)
+            row.extra["series"] = r.series.to_json()
+        return row
 
     def _progress(self, r: _Running, now: float) -> Progress:
         return Progress(r.cell, r.over, self.options.ops + r.extra, self.controller.kills(r.id), now - r.started)
-
-    def _report(self, index: int, total: int, row: Row) -> None:
-        c = row.counts
-        verdict = "as expected" if row.passed else "DIFFERS"
-        width = len(str(total))
-        self.progress(
-            f"[{index:>{width}}/{total}] {row.cell.label:<56} {c.effects:>4} / {c.missing_operations:<4}"
-            f" {verdict:<11} {row.wall_seconds:5.2f} s"
-        )
 
     def _store_intents(self, r: _Running, declines: bool) -> None:
         """Every op's identity and payload is persisted before anything is enqueued."""
@@ -311,3 +328,31 @@ def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
 
 def _crashes_provider(cell: Cell) -> bool:
     return cell.injected and RULES[cell.fault].kills_provider
+
+
+def _cell_fields(cell: Cell) -> dict[str, str]:
+    """A cell as results.json names it."""
+    return {
+        "strategy": cell.strategy,
+        "boundary": cell.where,
+        "fault": cell.fault.value if cell.injected else "none",
+        "scenario": cell.scenario,
+    }
+
+
+def _record_event(run_dir: RunDir, where: dict[str, str], op: str, entry: Noted) -> None:
+    if entry.kind is EventKind.ANOMALY:
+        run_dir.record(ANOMALY, cell=where["cell"], text=entry.data["text"])
+    else:
+        run_dir.record(EVENT, cell=where["cell"], op=op, **entry.to_json())
+
+
+def _recorded(run_dir: RunDir, cell_id: str, observed: Iterable[list[OpFacts]]) -> Iterator[list[OpFacts]]:
+    """Each op's local facts into the history as they are judged (the provider's side stays in its log)."""
+    for facts in observed:
+        local = [
+            {"op": o.op, "attempts": o.attempts, "outcome": o.outcome, "detail": o.detail, "jobFailed": o.job_failed}
+            for o in facts
+        ]
+        run_dir.record(FACTS, cell=cell_id, intent=facts[0].intent, ops=local)
+        yield facts

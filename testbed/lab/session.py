@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import Stack, StackOptions
+from testbed.lab.store import RunDir, RunStore
 
 if TYPE_CHECKING:
     from testbed.judge.scorecard import Row
@@ -35,6 +36,7 @@ class Session:
     # Set when a part of the stack failed: the rows are those judged before it.
     failure: str | None = None
     not_run: list[str] = field(default_factory=list)
+    stored: RunDir | None = None
 
     def meta(self, options: dict[str, Any], seed: int) -> dict[str, Any]:
         incomplete = {"incomplete": True, "failure": self.failure, "notRun": self.not_run} if self.failure else {}
@@ -53,13 +55,17 @@ class Session:
 def execute(
     stack_options: StackOptions,
     make_options: Callable[[], RunOptions],
+    judged: Callable[[int, int, Row], None],
     tick: Callable[[list[Progress]], None] | None = None,
+    store: RunStore | None = None,
 ) -> Session:
     """Start the stack, run the cells, stop everything. `make_options` is called
-    once rq may be imported (its key prefix is set per run, before the import)."""
+    once rq may be imported (its key prefix is set per run, before the import).
+    With a store, the run's history, provider log and process logs are kept there."""
     run_id = new_run_id()
     os.environ["RQ_KEY_PREFIX"] = rq_prefix(run_prefix(run_id))
     started = time.time()
+    run_dir = store.create(run_id) if store is not None else None
     try:
         with Stack(run_id, stack_options) as stack:
             # rq is imported while the workers and the provider boot.
@@ -73,7 +79,7 @@ def execute(
                 f"testbed run {run_id}: {cells} cell(s), {options.ops} ops each, {stack_options.workers} workers",
                 file=sys.stderr,
             )
-            cells_runner = runner.CellRunner(stack, options, _progress, tick)
+            cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
             failure = None
             try:
                 rows = cells_runner.run(options.cells)
@@ -82,15 +88,20 @@ def execute(
                 rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
             not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
             versions = _versions(stack.redis)
+            if run_dir is not None:
+                run_dir.close()
+                stack.stop_services()  # the provider's log is copied whole, once nothing writes to it
+                run_dir.keep_provider_log(stack.provider.db)
+                run_dir.keep_logs(stack.workdir)
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
     except KeyboardInterrupt:
+        if run_dir is not None:
+            run_dir.discard()
         raise Interrupted from None
-    return Session(run_id, rows, started, time.time() - started, versions, failure, not_run if failure else [])
+    wall = time.time() - started
+    return Session(run_id, rows, started, wall, versions, failure, not_run if failure else [], run_dir)
 
-
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr)
 
 
 def _version(name: str) -> str:

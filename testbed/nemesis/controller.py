@@ -22,7 +22,7 @@ from labcore.keys import CellKeys
 from labcore.plan import Armed, Plan
 from testbed.errors import RunFailure
 from testbed.experiment.scenarios import Scenario
-from testbed.judge.observer import CellObservations
+from testbed.judge.observer import CellObservations, Sink
 from testbed.nemesis.kills import Killer
 from testbed.nemesis.recovery import Recover, Recovery
 from testbed.nemesis.world import World
@@ -63,8 +63,11 @@ class Controller:
         self._history = history
         self._cells: dict[str, _Cell] = {}
 
-    def begin(self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys) -> None:
-        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys, CellObservations(self._history))
+    def begin(
+        self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys, sink: Sink | None = None
+    ) -> None:
+        seen = CellObservations(self._history, sink)
+        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys, seen)
 
     def kills(self, cell_id: str) -> int:
         return self._cells[cell_id].seen.kill_count
@@ -87,12 +90,14 @@ class Controller:
     def _on_hit(self, hit: Hit) -> None:
         cell = self._cell_of(hit.cell)
         if _armed(cell.plan, hit) is None:
-            cell.seen.anomalies.append(f"unplanned hit {hit.hit} from pid {hit.pid}; released untouched")
+            cell.seen.anomaly(f"unplanned hit {hit.hit} from pid {hit.pid}; released untouched")
             if hit.side is Side.PROVIDER:
                 self._release(hit)
             return
         rule = RULES[hit.fault]
-        cell.seen.hit(hit.op, hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid)
+        cell.seen.note(
+            hit.op, EventKind.HIT, hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid
+        )
         if rule.kills_horse:
             self._kill(cell, hit, whole_worker=rule.kills_worker)
         if rule.kills_provider:
@@ -109,11 +114,12 @@ class Controller:
     def _kill(self, cell: _Cell, hit: Hit, whole_worker: bool) -> None:
         kill = self._killer.kill(hit.pid, whole_worker)
         for pid in kill.already_gone:
-            cell.seen.anomalies.append(f"pid {pid} was already gone at {hit.hit}")
-        cell.seen.killed(
+            cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
+        cell.seen.note(
             hit.op,
+            EventKind.KILLED,
             kill.at,
-            hit.attempt,
+            attempt=hit.attempt,
             boundary=hit.boundary,
             worker=kill.owner.name,
             pids=kill.victims,
@@ -130,13 +136,22 @@ class Controller:
         """The provider dies holding the request. Several armed requests may be
         held by one provider when it dies: they all died in that one crash."""
         if hit.holder != self._killer.provider_pid:
-            cell.seen.killed(hit.op, time.time(), hit.attempt, boundary=hit.boundary, provider=hit.holder, shared=True)
+            cell.seen.note(
+                hit.op,
+                EventKind.KILLED,
+                time.time(),
+                attempt=hit.attempt,
+                boundary=hit.boundary,
+                provider=hit.holder,
+                shared=True,
+            )
             return
         crash = self._killer.crash_provider()
-        cell.seen.killed(
+        cell.seen.note(
             hit.op,
+            EventKind.KILLED,
             crash.at,
-            hit.attempt,
+            attempt=hit.attempt,
             boundary=hit.boundary,
             provider=crash.pid,
             confirmedMs=round(crash.confirmed_ms, 2),

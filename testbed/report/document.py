@@ -1,17 +1,15 @@
 """A stored run, as the reports read it: results.json (as `write_results`
 wrote it) and, optionally, the run's event stream (pure).
 
-The event stream is what a run store keeps as JSON Lines while the run
-goes: one event a line, the event's own fields (as under a row's `history`)
-plus the cell it belongs to and its op:
+The event stream is the run store's history.jsonl: one event a line, the
+event's own fields (as under a row's `history`) plus the cell it belongs to
+(a row's `cell`) and its op:
 
-    {"strategy": "retry-only", "boundary": "after-effect", "fault": "kill",
-     "scenario": "none", "op": "tenant-demo:notification:10",
+    {"type": "event", "cell": "c003", "op": "tenant-demo:notification:10",
      "event": "killed", "at": 1796016247.57, ...}
 
-The cell fields carry the values of the row's own fields (`fault` is "none"
-for a control). Where the stream has events for a cell, they replace the
-row's `history`; lines of other kinds (per-op final facts) are ignored here.
+Where the stream has events for a cell, they replace the row's `history`;
+lines of other kinds (cells, per-op facts) are ignored here.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import Any
 from labcore.boundaries import parse_boundary
 from labcore.faults import Fault
 from testbed.experiment.matrix import Cell
-from testbed.report.tables import RANDOM, stored_row_key
+from testbed.report.tables import RANDOM
 
 Event = Mapping[str, Any]
 History = dict[str, list[dict[str, Any]]]  # op -> its events
@@ -40,7 +38,8 @@ EVENT_KINDS = (
     "attempt-end",
 )
 FAULT_EVENTS = frozenset({"hit", "killed"})
-_CELL_FIELDS = ("strategy", "boundary", "fault", "scenario")
+# What a stream line carries besides the event's own fields.
+_STREAM_FIELDS = ("type", "cell", "op")
 
 
 def cell_of(row: Mapping[str, Any]) -> Cell:
@@ -80,15 +79,15 @@ def histories(results: Mapping[str, Any], stream: Iterable[Mapping[str, Any]] | 
     out: list[History] = [dict(r.get("history") or {}) for r in rows]
     if stream is None:
         return out
-    index = {stored_row_key(r): i for i, r in enumerate(rows)}
+    index = {r["cell"]: i for i, r in enumerate(rows) if "cell" in r}
     streamed: dict[int, History] = {}
     for record in stream:
-        if record.get("event") not in EVENT_KINDS or not all(f in record for f in ("op", *_CELL_FIELDS)):
+        if record.get("event") not in EVENT_KINDS or "op" not in record:
             continue
-        i = index.get(stored_row_key(record))
+        i = index.get(record.get("cell"))
         if i is None:
             continue
-        event = {k: v for k, v in record.items() if k not in _CELL_FIELDS and k != "op"}
+        event = {k: v for k, v in record.items() if k not in _STREAM_FIELDS}
         streamed.setdefault(i, {}).setdefault(record["op"], []).append(event)
     for i, history in streamed.items():
         out[i] = history

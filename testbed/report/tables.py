@@ -115,10 +115,10 @@ def grid_text(grid: Grid[T], text: Callable[[T], str]) -> str:
     for strategy in grid.strategies:
         found = [grid.at(strategy, column) for column in grid.columns]
         lines.append([strategy, *(text(r) if r is not None else "-" for r in found)])
-    return "\n".join([grid.title, *_aligned(lines)])
+    return "\n".join([grid.title, *aligned(lines)])
 
 
-def _aligned(grid: list[list[str]]) -> list[str]:
+def aligned(grid: list[list[str]]) -> list[str]:
     widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
     return ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
 
@@ -129,21 +129,47 @@ def tables(rows: Sequence[Row], ops_note: str) -> str:
 
 
 def differences(rows: Sequence[Row]) -> str:
+    """Each cell that differs, and under it the ops that differ from the model."""
     lines = []
     for row in rows:
         if not row.passed:
             details = "; ".join(row.problems)
             lines.append(f"DIFFERS  {row.cell.label}: {details}")
+            lines += [f"  {line}" for d in row.op_differences for line in op_difference(d.to_json())]
     return "\n".join(lines)
 
 
-def write_results(path: Path, meta: dict[str, Any], rows: Sequence[Row]) -> None:
+def op_difference(d: Mapping[str, Any]) -> list[str]:
+    """One op that differs: what was planned for it, and each fact expected and observed."""
+    plan = ", ".join(f"attempt {a['attempt']} {a['fault']} at {a['boundary']}" for a in d["plan"]) or "no fault"
+    expected, observed = d["expected"], d["observed"]
+    changed = [f"{k} {v} expected, {observed.get(k)} observed" for k, v in expected.items() if observed.get(k) != v]
+    return [f"{d['op']} ({plan}): " + "; ".join(changed)]
+
+
+def results(meta: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
+    """The results document (results.json) of a run."""
     document = {**meta, "verdict": "pass" if all(r.passed for r in rows) else "fail"}
     document["rows"] = [r.to_json() for r in rows]
-    path.parent.mkdir(parents=True, exist_ok=True)
+    return document
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Whole or not at all: written next to its place, then moved there."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(document, indent=2) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def progress_line(index: int, total: int, row: Row) -> str:
+    """A cell as it is judged, marked as its table cell will be."""
+    verdict = "as expected" if row.passed else "DIFFERS"
+    width = len(str(total))
+    shown = cell_text(row).removesuffix(" !")
+    return f"[{index:>{width}}/{total}] {row.cell.label:<56} {shown:<16} {verdict:<11} {row.wall_seconds:5.2f} s"
 
 
 LOAD_HEADER = ["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]
@@ -166,7 +192,7 @@ def load_grid(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def load_table(rows: Sequence[Row], note: str) -> str:
     """One line per strategy: what the provider recorded, what the strategy promises, and how fast."""
     stored = [r.to_json() | {"wallSeconds": r.wall_seconds} for r in rows]
-    return "\n".join([f"load: {note}", *_aligned(load_grid(stored))])
+    return "\n".join([f"load: {note}", *aligned(load_grid(stored))])
 
 
 def peak_rss_mb() -> float:

@@ -90,3 +90,10 @@ def test_a_provider_crash_loses_the_request_before_the_effect_and_keeps_the_effe
     for op, events in keyed["history"].items():
         crash = next(e for e in events if e["event"] == "killed")
         assert crash["provider"] > 0 and crash["restartedMs"] > 0, op
+
+
+def test_check_gives_every_cells_verdict_again_offline(full):
+    checked = run_testbed(["latest"], full.tmpdir.parent, timeout=120, command="check")
+    assert checked.code == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    rows = len(full.results["rows"])
+    assert f"{rows}/{rows} cells as expected" in checked.stdout

@@ -14,8 +14,8 @@ import pytest
 
 from testbed.report import document, html
 from testbed.report.latency import recovery_mode
-from tests.helpers import Ran, assert_left_nothing, run_testbed
 from tests.dom import Node, parse
+from tests.helpers import Ran, assert_left_nothing, run_testbed
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)

@@ -19,8 +19,8 @@ def test_replay_clock_measures_kill_to_the_next_attempt_only():
 def test_observations_count_kills_and_latencies_and_keep_history():
     seen = CellObservations()
     seen.event(start("op", 1, 1.0))
-    seen.hit("op", 1.01, attempt=1, boundary="after-effect", fault="kill", pid=101)
-    seen.killed("op", 1.02, 1, boundary="after-effect", worker="w1", pids=[101], confirmedMs=1.0)
+    seen.note("op", EventKind.HIT, 1.01, attempt=1, boundary="after-effect", fault="kill", pid=101)
+    seen.note("op", EventKind.KILLED, 1.02, attempt=1, boundary="after-effect", worker="w1", pids=[101])
     seen.event(start("op", 2, 1.12))
     assert (seen.faults, seen.kill_count) == (1, 1)
     assert [round(x, 1) for x in seen.replay_latencies_ms] == [100.0]
@@ -30,7 +30,7 @@ def test_observations_count_kills_and_latencies_and_keep_history():
 
 def test_without_history_only_counts_are_kept():
     seen = CellObservations(keep_history=False)
-    seen.killed("op", 1.0, 1)
+    seen.note("op", EventKind.KILLED, 1.0, attempt=1)
     seen.event(start("op", 2, 1.5))
     assert seen.history == {} and seen.kill_count == 1 and list(seen.replay_latencies_ms) == [500.0]
 
@@ -38,9 +38,28 @@ def test_without_history_only_counts_are_kept():
 def test_stored_history_gives_the_same_latency():
     seen = CellObservations()
     seen.event(start("op", 1, 5.0))
-    seen.killed("op", 5.1, 1, boundary="before-effect", worker="w1", pids=[1], confirmedMs=0.5)
+    seen.note("op", EventKind.KILLED, 5.1, attempt=1, boundary="before-effect", worker="w1", pids=[1])
     seen.event(start("op", 2, 5.35))
     stored = parse_history(seen.history_json())
     latency = replay_latency(stored["op"])
     assert latency is not None and latency.replay_ms == seen.replay_latencies_ms[0]
     assert replay_latency([Noted(EventKind.ATTEMPT_START, 1.0, {"attempt": 1})]) is None
+
+
+def test_a_stored_history_replayed_gives_the_counts_the_run_had():
+    live, stored = [], []
+    seen = CellObservations(keep_history=False, sink=lambda op, entry: stored.append((op, entry)))
+    seen.event(start("op", 1, 1.0))
+    seen.note("op", EventKind.HIT, 1.01, attempt=1)
+    seen.note("op", EventKind.KILLED, 1.02, attempt=1)
+    seen.event(start("op", 2, 1.22))
+    seen.anomaly("unplanned hit")
+    live = (seen.faults, seen.kill_count, list(seen.replay_latencies_ms))
+    again = CellObservations(keep_history=False)
+    for op, entry in stored:
+        if entry.kind is EventKind.ANOMALY:
+            again.anomaly(entry.data["text"])
+        else:
+            again.add(op, entry)
+    assert (again.faults, again.kill_count, list(again.replay_latencies_ms)) == live
+    assert again.anomalies == ["unplanned hit"] and seen.history == {}

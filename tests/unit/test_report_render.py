@@ -251,11 +251,11 @@ def test_the_page_needs_nothing_from_elsewhere():
 
 def test_history_stream_replaces_the_rows_history():
     results = chaos_results()
-    results["rows"] = [row("retry-only", "after-effect", kills=1, faults=1)]  # no history in the row
-    key = {"strategy": "retry-only", "boundary": "after-effect", "fault": "kill", "scenario": "none"}
+    results["rows"] = [row("retry-only", "after-effect", kills=1, faults=1, cell="c001")]  # no history in the row
+    key = {"type": "event", "cell": "c001"}
     stream = [key | {"op": "op-1"} | e for e in horse_killed(T)]
-    stream.append(key | {"op": "op-1", "event": "facts", "at": T + 1})  # other kinds are not events of a timeline
-    stream.append(stream[0] | {"strategy": "record-after", "op": "op-of-a-cell-not-in-the-results"})
+    stream.append({"type": "facts", "cell": "c001", "op": "op-1", "event": "facts", "at": T + 1})  # not an event
+    stream.append(stream[0] | {"cell": "c002", "op": "op-of-a-cell-not-in-the-results"})
     dom = parse(html.render(results, stream))
     (figure,) = dom.find_all("figure", "timeline")
     assert figure.attrs["data-op"] == "op-1"

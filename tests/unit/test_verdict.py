@@ -43,8 +43,7 @@ def test_an_effect_missing_from_the_log_is_named_with_its_plan_and_facts():
     assert set(named) == {"tenant-demo:notification:20", "tenant-demo:notification:37"}
     twenty = named["tenant-demo:notification:20"]
     assert twenty.plan == [{"attempt": 1, "boundary": "after-effect", "fault": "kill"}]
-    assert twenty.expected["tenant-demo:notification:20"]["effects"] == 2
-    assert twenty.observed["tenant-demo:notification:20"]["effects"] == 1
+    assert (twenty.expected["effects"], twenty.observed["effects"]) == (2, 1)
     assert named["tenant-demo:notification:37"].plan == []
     assert row.to_json()["opDifferences"][0]["op"] == "tenant-demo:notification:20"
 

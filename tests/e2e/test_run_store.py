@@ -1,0 +1,100 @@
+"""Every run kept and shown: the run store, `runs`, `check` (offline re-judging),
+`compare`, JUnit XML."""
+
+import json
+import shutil
+import sqlite3
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.helpers import assert_left_nothing, run_testbed
+
+pytestmark = pytest.mark.e2e
+
+SMALL = ["--ops", "20", "-s", "retry-only", "-s", "provider-key", "-b", "none", "-b", "after-effect"]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("stored")
+    ran = run_testbed([*SMALL, "--junit", str(workdir / "junit.xml")], workdir)
+    assert ran.code == 0, ran.stderr
+    return workdir, ran
+
+
+def stored_command(args, workdir, command):
+    return run_testbed(args, workdir, timeout=60, command=command)
+
+
+def test_the_run_is_kept_with_its_history_log_and_logs(stored):
+    workdir, ran = stored
+    run = workdir / "runs" / ran.results["run"]
+    assert (workdir / "runs" / "latest").resolve() == run.resolve()
+    assert json.loads((run / "results.json").read_text())["rows"] == ran.results["rows"]
+    kinds = {json.loads(line)["type"] for line in (run / "history.jsonl").read_text().splitlines()}
+    assert kinds == {"cell", "event", "facts"}
+    with sqlite3.connect(run / "provider.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 20 + 22 + 20 + 20
+    assert (run / "logs" / "provider.log").exists() and list((run / "logs" / "workers").glob("w*.log"))
+    assert_left_nothing(ran)
+
+
+def test_junit_has_one_case_per_cell(stored):
+    workdir, _ = stored
+    suite = ET.parse(workdir / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "0"
+
+
+def test_runs_lists_the_stored_run(stored):
+    workdir, ran = stored
+    listed = stored_command([], workdir, "runs")
+    line = next(line for line in listed.stdout.splitlines() if line.startswith(ran.results["run"]))
+    assert line.split()[1:5] == ["chaos", ran.results["startedAt"], "4", "pass"]
+
+
+def test_check_gives_the_runs_verdict_offline(stored):
+    workdir, _ = stored
+    checked = stored_command(["latest"], workdir, "check")
+    assert checked.code == 0, checked.stdout + checked.stderr
+    assert "4/4 cells as expected" in checked.stdout
+
+
+def test_check_with_other_expectations(stored):
+    workdir, _ = stored
+    checked = stored_command(["latest", "--expect", "retry-only@after-effect=20/0"], workdir, "check")
+    assert checked.code == 1
+    assert "DIFFERS  retry-only @ after-effect (kill): effects expected 20, observed 22" in checked.stdout
+
+
+def test_check_names_the_op_whose_effect_was_deleted_from_the_log(stored, tmp_path):
+    workdir, ran = stored
+    copy = tmp_path / "copy"
+    shutil.copytree(workdir / "runs" / ran.results["run"], copy)
+    with sqlite3.connect(copy / "provider.sqlite3") as db:
+        ledger = db.execute("SELECT ledger FROM effects ORDER BY id DESC LIMIT 1").fetchone()[0]
+        db.execute(
+            "DELETE FROM effects WHERE id = (SELECT MAX(id) FROM effects WHERE ledger = ? AND reference = ?)",
+            (ledger, "tenant-demo:notification:13"),
+        )
+    checked = stored_command([str(copy)], workdir, "check")
+    assert checked.code == 1, checked.stdout
+    assert "missingOperations expected 0, observed 1" in checked.stdout
+    assert "tenant-demo:notification:13 (no fault): effects 1 expected, 0 observed" in checked.stdout
+
+
+def test_compare_shows_the_cells_that_differ(stored):
+    workdir, ran = stored
+    (workdir / "other").mkdir()
+    other = run_testbed([*SMALL, "--expect", "provider-key@none=19/0"], workdir / "other")
+    assert other.code == 1
+    runs = [str(workdir / "runs" / ran.results["run"]), str(workdir / "other" / "runs" / "latest")]
+    compared = stored_command(runs, workdir, "compare")
+    assert compared.code == 0
+    assert "provider-key @ none" in compared.stdout and "verdict" in compared.stdout
+
+
+def test_no_store_keeps_nothing(workdir):
+    ran = run_testbed(["--ops", "5", "-s", "retry-only", "-b", "none", "--no-store"], workdir)
+    assert ran.code == 0 and not (workdir / "runs").exists()
