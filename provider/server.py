@@ -22,11 +22,14 @@ def serve(
     bus_url: str | None = None,
     bus_prefix: str | None = None,
     parent_pid: int | None = None,
+    token: str | None = None,
 ) -> None:
+    """`bus_url` (with the Redis password) and `token` come from the caller's
+    environment, never from a command line: see labcore.credentials."""
     die_with_parent(parent_pid)
     store = Store(db)
     bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
-    app = create_app(store, Holds(bus))
+    app = create_app(store, Holds(bus), token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools")
     try:
         uvicorn.Server(config).run()

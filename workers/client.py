@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from labcore.credentials import TOKEN_ENV, bearer
 from workers.strategies import Lookup, Reply, Seen
+
+# The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
+_AUTH = bearer(os.environ.get(TOKEN_ENV))
 
 
 class Timeout(Exception):
@@ -42,7 +47,7 @@ def _request(
     global _conn
     conn = _connection(base, timeout)
     try:
-        conn.request(method, path, body=body, headers=headers)
+        conn.request(method, path, body=body, headers={**headers, **_AUTH})
         response = conn.getresponse()
         raw = response.read()
     except TimeoutError as exc:
