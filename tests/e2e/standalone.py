@@ -66,8 +66,8 @@ class Standalone:
         stop(self.proc)
         return self.proc.returncode
 
-    def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.auth, trust_env=False, timeout=10.0, **kwargs)  # type: ignore[arg-type]
+    def client(self, timeout: float = 10.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.auth, trust_env=False, timeout=timeout)
 
     def rows(self, table: str) -> int:
         """Rows of a table of the log, read as another process would."""
