@@ -92,6 +92,10 @@ class PrivateRedis:
                 return lines[-1]
         return "(no log)"
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
     def _wait(self, timeout: float) -> bool:
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
         deadline = time.monotonic() + timeout
