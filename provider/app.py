@@ -142,7 +142,10 @@ def _wire_model(cls: type[Any]) -> type[BaseModel]:
     bounds = {str: Field(max_length=128), int: Field(ge=0, le=2**31), float: Field(ge=0, le=1e12)}
     hints = get_type_hints(cls)
     fields: dict[str, Any] = {
-        f.name: (Annotated[hints[f.name], bounds[hints[f.name]]], ... if f.default is MISSING else f.default)
+        f.name: (
+            Annotated[hints[f.name], bounds[hints[f.name]]] if hints[f.name] in bounds else hints[f.name],
+            ... if f.default is MISSING else f.default,
+        )
         for f in dataclasses.fields(cls)
     }
     return create_model(f"{cls.__name__}Header", __config__=_STRICT, **fields)
