@@ -34,8 +34,9 @@ def raw_rq(ops: int, workers: int, work: Path) -> float:
     url = server.start()
     procs = []
     try:
-        env = {**os.environ, "PYTHONPATH": str(HERE), "RQ_KEY_PREFIX": "rq"}
-        argv = [sys.executable, "-m", "rq.cli", "worker", "--url", url, "--logging_level", "WARNING", "raw"]
+        # The URL holds the private Redis's password: through the environment, as the lab does.
+        env = {**os.environ, "PYTHONPATH": str(HERE), "RQ_KEY_PREFIX": "rq", "RQ_REDIS_URL": url}
+        argv = [sys.executable, "-m", "rq.cli", "worker", "--logging_level", "WARNING", "raw"]
         procs = [subprocess.Popen([*argv, "--name", f"raw{i}"], env=env) for i in range(workers)]
         from rq import Queue, Worker
 

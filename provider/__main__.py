@@ -1,14 +1,19 @@
 """`python -m provider`: how a run starts its provider (no CLI framework to import).
 
 Users start one with `testbed provider`; both end in `provider.server.serve`.
+The bus URL (it holds the Redis password) and the bearer token come from the
+environment (TESTBED_BUS_URL, TESTBED_PROVIDER_TOKEN): a command line is
+visible to every local user.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from pathlib import Path
 
+from labcore.credentials import BUS_URL_ENV, TOKEN_ENV
 from provider.server import serve
 
 
@@ -17,13 +22,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--bus-url")
     parser.add_argument("--bus-prefix")
     parser.add_argument("--parent-pid", type=int)
     args = parser.parse_args()
+    bus_url, token = os.environ.get(BUS_URL_ENV) or None, os.environ.get(TOKEN_ENV) or None
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
     with contextlib.suppress(KeyboardInterrupt):
-        serve(args.port, args.db, args.host, args.bus_url, args.bus_prefix, args.parent_pid)
+        serve(args.port, args.db, args.host, bus_url, args.bus_prefix, args.parent_pid, token)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,15 @@ def serve(
     bus_url: str | None = None,
     bus_prefix: str | None = None,
     parent_pid: int | None = None,
+    token: str | None = None,
 ) -> None:
+    """`bus_url` (with the Redis password) and `token` come from the caller's
+    environment, never from a command line: see labcore.credentials."""
     die_with_parent(parent_pid)
     store = Store(db)
     bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
     gate = Gate()
-    app = GateMiddleware(create_app(store, Holds(bus, gate)), gate)
+    app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools")
     try:
         uvicorn.Server(config).run()

@@ -2,6 +2,10 @@
 
     python -m workers <rq worker options and queues>
 
+The Redis URL comes from RQ_REDIS_URL (rq's own variable for `--url`), not
+from the command line: it holds the password. The provider's token comes from
+TESTBED_PROVIDER_TOKEN (workers.client).
+
 Importing the handler here, once, means every work-horse forked for a job
 starts with it instead of importing it anew.
 """

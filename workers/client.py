@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import select
 import socket
 import time
@@ -17,6 +18,10 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from labcore.answers import RETRY_AFTER, UNPROCESSED, Lookup, Reply, Seen, seen
+from labcore.credentials import TOKEN_ENV, bearer
+
+# The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
+_AUTH = bearer(os.environ.get(TOKEN_ENV))
 
 
 class Timeout(Exception):
@@ -86,7 +91,7 @@ def _once(
     global _conn
     conn = _connection(base, timeout)
     try:
-        conn.request(method, path, body=body, headers=headers)
+        conn.request(method, path, body=body, headers={**headers, **_AUTH})
         response = conn.getresponse()
         raw = response.read()
     except TimeoutError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import typer
 from typer import Argument, Option
 
 from labcore.boundaries import ORDER, parse_boundary
+from labcore.credentials import TOKEN_ENV, is_loopback
 from labcore.faults import Fault, parse_fault
 from labcore.plan import EveryNth, Random
 from labcore.procs import port_in_use
@@ -424,18 +426,36 @@ def provider(
     db: Annotated[Path, Option("--db", help="SQLite file of the effect log (created if missing).")],
     port: Annotated[int, Option("--port", help="Port to listen on.")] = 8080,
     host: Annotated[str, Option("--host", help="Interface to bind (loopback by default).")] = "127.0.0.1",
+    token_file: Annotated[
+        Path | None, Option("--token-file", help=f"File holding the bearer token (else ${TOKEN_ENV}).")
+    ] = None,
 ) -> int:
     """Run the provider on its own: an HTTP service with a durable effect log."""
     if port_in_use(port, host):
         raise SetupError(f"provider port {port} is already in use")
     if not db.parent.is_dir():
         raise SetupError(f"directory {db.parent} does not exist")
+    token = _provider_token(token_file, host)
     from provider.server import serve
 
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port, db, host=host)
+        serve(port, db, host=host, token=token)
     return 0
+
+
+def _provider_token(token_file: Path | None, host: str) -> str | None:
+    """The standalone provider's token; none is allowed on loopback only (with a warning)."""
+    try:
+        token = token_file.read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
+    except OSError as exc:
+        raise SetupError(f"cannot read --token-file: {exc.strerror}") from None
+    if token:
+        return token
+    if not is_loopback(host):
+        raise SetupError(f"refusing to serve on {host} without a token: set ${TOKEN_ENV} or pass --token-file")
+    print(f"testbed: warning: no token (${TOKEN_ENV}): every local user can call this provider", file=sys.stderr)
+    return None
 
 
 def vars_of(settings: WorkerSettings) -> dict[str, int]:

@@ -1,4 +1,8 @@
-"""The provider process as the run sees it: started, reached over HTTP, stopped."""
+"""The provider process as the run sees it: started, reached over HTTP, stopped.
+
+Each run's provider gets its own random bearer token; the token and the bus's
+Redis URL reach it through its environment, never its command line.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
@@ -23,12 +28,14 @@ class ProviderProcess:
         self.db = workdir / "provider.sqlite3"
         self.log = workdir / "provider.log"
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token = new_secret()
         self._argv = [sys.executable, "-m", "provider", "--port", str(self.port), "--db", str(self.db)]
-        self._argv += ["--bus-url", redis_url, "--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
+        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
+        self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}
         self._proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> None:
-        self._proc = spawn(self._argv, self.log)
+        self._proc = spawn(self._argv, self.log, env=self._env)
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         assert self._proc is not None
@@ -74,8 +81,8 @@ class ProviderProcess:
 class ProviderAdmin:
     """The controller's handle on the provider: contracts, and the nemesis's levers."""
 
-    def __init__(self, url: str) -> None:
-        self._http = httpx.Client(base_url=url, trust_env=False, timeout=10.0)
+    def __init__(self, url: str, token: str | None) -> None:
+        self._http = httpx.Client(base_url=url, headers=bearer(token), trust_env=False, timeout=10.0)
 
     def close(self) -> None:
         self._http.close()

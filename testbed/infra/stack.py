@@ -16,6 +16,7 @@ from pathlib import Path
 import redis as redis_lib
 
 from labcore.bus import Bus
+from labcore.credentials import redacted
 from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
 from labcore.procs import stop_all
 from provider.store import LogReader
@@ -78,7 +79,9 @@ class Stack:
             self.redis = _connect(self.redis_url)
         self.bus = Bus(self.redis, self.keys)
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
-        self.supervisor = Supervisor(self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings)
+        self.supervisor = Supervisor(
+            self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings, self.provider.token
+        )
         self._exit.callback(self.stop_services)
         self.provider.launch()
         self.supervisor.start(o.workers)
@@ -86,7 +89,7 @@ class Stack:
     def wait_ready(self) -> None:
         self.provider.wait_ready()
         self.supervisor.wait_ready(self.redis)
-        self.admin = ProviderAdmin(self.provider.url)
+        self.admin = ProviderAdmin(self.provider.url, self.provider.token)
         self._exit.callback(self.admin.close)
         self.log = LogReader(self.provider.db)
         self._exit.callback(self.log.close)
@@ -116,7 +119,7 @@ def _connect(url: str) -> redis_lib.Redis:
         client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
         client.ping()
     except (redis_lib.RedisError, ValueError) as exc:
-        raise SetupError(f"cannot reach Redis at {url}: {exc}") from None
+        raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
     return client
 
 

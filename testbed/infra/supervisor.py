@@ -1,5 +1,8 @@
 """The worker supervisor: starts real `rq worker` processes, replaces killed
-ones, and stops them all at the end (their work-horses included)."""
+ones, and stops them all at the end (their work-horses included).
+
+The Redis URL (with its password) and the provider's token reach the workers
+through their environment: a command line is visible to every local user."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import psutil
 
+from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
 from labcore.procs import spawn
 from testbed.errors import RunFailure
 from testbed.infra.parts import check_alive
@@ -39,13 +43,23 @@ class WorkerProcess:
 
 
 class Supervisor:
-    def __init__(self, workdir: Path, redis_url: str, rq_prefix: str, queue: str, settings: WorkerSettings) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        redis_url: str,
+        rq_prefix: str,
+        queue: str,
+        settings: WorkerSettings,
+        provider_token: str | None = None,
+    ) -> None:
         self._dir = workdir / "workers"
         self._dir.mkdir(exist_ok=True)
-        self._redis_url = redis_url
         self._queue = queue
         self._settings = settings
         self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, "TESTBED_PARENT_PID": str(os.getpid())}
+        self._env[RQ_URL_ENV] = redis_url
+        if provider_token:
+            self._env[TOKEN_ENV] = provider_token
         self._started = 0
         self.workers: dict[str, WorkerProcess] = {}
 
@@ -58,7 +72,7 @@ class Supervisor:
         # RQ's worker registry lives under the run's prefix: names need only be unique within the run.
         name = f"w{self._started}"
         s = self._settings
-        argv = [sys.executable, "-m", "workers", "--url", self._redis_url, "--name", name]
+        argv = [sys.executable, "-m", "workers", "--name", name]
         argv += ["--worker-ttl", str(s.worker_ttl), "--maintenance-interval", str(s.maintenance_interval)]
         argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
         argv += ["--disable-job-desc-logging", self._queue]
