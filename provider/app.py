@@ -156,6 +156,24 @@ def _wire_model(cls: type[Any]) -> type[BaseModel]:
 HitHeader = _wire_model(Hit)
 
 
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its own `$defs` put in place: a schema inside a
+    parameter cannot refer to definitions at its own root."""
+    defs = schema.pop("$defs", {})
+
+    def place(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return place(defs[ref.removeprefix("#/$defs/")])
+            return {k: place(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [place(v) for v in node]
+        return node
+
+    return place(schema)
+
+
 def _json(status: int, body: dict[str, Any], replayed: bool = False) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers={REPLAYED: "true"} if replayed else None)
 
@@ -387,7 +405,7 @@ def _document(app: FastAPI, protected: bool) -> dict[str, Any]:
                 _drop_null(parameter["schema"])
                 if parameter["name"] == CHAOS:  # JSON in a header: say so, with its schema
                     del parameter["schema"]
-                    parameter["content"] = {"application/json": {"schema": HitHeader.model_json_schema()}}
+                    parameter["content"] = {"application/json": {"schema": _inlined(HitHeader.model_json_schema())}}
             responses = operation["responses"]
             if "HTTPValidationError" in str(responses.get("422", "")):
                 del responses["422"]

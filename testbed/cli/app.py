@@ -96,7 +96,8 @@ class Output:
     def document(self, ran: Any) -> dict[str, Any]:
         from testbed.report import tables as report
 
-        return report.results({"command": self.command} | ran.meta(self.meta, self.seed), ran.rows)
+        meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
+        return report.results({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
 
 
 def _run(
@@ -341,7 +342,6 @@ def load(
     )
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
-    out.meta["peakRssMb"] = report.peak_rss_mb()
     return _finish(ran, out)
 
 

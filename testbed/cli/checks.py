@@ -1,0 +1,67 @@
+"""Checks made before a run starts, so that no bad input costs a run: where the
+results go, and whether the run is one the user means to wait for."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.errors import UsageError
+
+# Past either limit a run needs --yes: it would keep the machine busy or its Redis big for long.
+CONFIRM_SECONDS = 30 * 60
+CONFIRM_MEGABYTES = 2048
+# A run this long gets its estimate printed first.
+ANNOUNCE_SECONDS = 60
+
+# Measured on a 2-core machine (README, Benchmarks): a forking RQ worker finishes
+# about 20 jobs a second per core it has; a job and its op's intent take about
+# 1.5 KB in Redis while queued.
+_JOBS_PER_CORE_SECOND = 20.0
+_BYTES_PER_QUEUED_JOB = 1500
+
+
+def output_file(option: str, path: Path) -> None:
+    """A file the run will write at its end: checked now, not after the run."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
+
+
+def finite(option: str, value: float, low: float, high: float) -> None:
+    if not math.isfinite(value) or not low <= value <= high:
+        raise UsageError(f"{option} must be a number from {low:g} to {high:g} (got {value:g})")
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    jobs: int
+    seconds: float
+    megabytes: float
+
+    @classmethod
+    def of(cls, cells: int, ops: int, faulted_share: float, retries: int, workers: int, queued: int) -> Estimate:
+        """`queued`: jobs in Redis at once at most (a window, or whole cells)."""
+        jobs = int(cells * ops * (1 + faulted_share * max(retries, 1)))
+        rate = _JOBS_PER_CORE_SECOND * max(1, min(workers, os.cpu_count() or 1))
+        return cls(jobs, jobs / rate, queued * _BYTES_PER_QUEUED_JOB / 1e6)
+
+    def text(self) -> str:
+        minutes = self.seconds / 60
+        took = f"{minutes:.0f} min" if minutes >= 2 else f"{self.seconds:.0f} s"
+        return f"about {self.jobs:,} jobs, {took} on this machine, Redis up to {self.megabytes:,.0f} MB"
+
+    def confirm(self, yes: bool) -> str | None:
+        """A line to print first, or None; a UsageError for a run past the limits without --yes."""
+        if (self.seconds > CONFIRM_SECONDS or self.megabytes > CONFIRM_MEGABYTES) and not yes:
+            raise UsageError(
+                f"this run would take {self.text()}: more than {CONFIRM_SECONDS // 60} min"
+                f" or {CONFIRM_MEGABYTES:,} MB; add --yes to run it"
+            )
+        return f"estimate: {self.text()}" if self.seconds > ANNOUNCE_SECONDS else None
