@@ -17,8 +17,11 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+RUNS_PREFIX = "testbed"
+
+
 def run_prefix(run_id: str) -> str:
-    return f"testbed:{run_id}"
+    return f"{RUNS_PREFIX}:{run_id}"
 
 
 def rq_prefix(prefix: str) -> str:
@@ -50,6 +53,11 @@ class RunKeys:
 
     def cell(self, cell: str) -> CellKeys:
         return CellKeys(f"{self.prefix}:cell:{cell}")
+
+    @property
+    def owner(self) -> str:
+        """Alive while the run is (on a shared Redis): who runs it, and whether its keys are kept."""
+        return f"{self.prefix}:owner"
 
     @property
     def pattern(self) -> str:

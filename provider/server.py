@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -24,16 +25,20 @@ def serve(
     bus_prefix: str | None = None,
     parent_pid: int | None = None,
     token: str | None = None,
+    sock: socket.socket | None = None,
+    access_log: bool = False,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
-    environment, never from a command line: see labcore.credentials."""
+    environment, never from a command line: see labcore.credentials. With
+    `sock`, serve on that bound socket (the caller chose and named the port)."""
     die_with_parent(parent_pid)
     store = Store(db)
     bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
     gate = Gate()
     app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools")
+    level = "info" if access_log else "warning"
+    config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=access_log, http="httptools")
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     finally:
         store.close()

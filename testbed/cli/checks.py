@@ -36,7 +36,13 @@ def output_file(option: str, path: Path) -> None:
 
 def finite(option: str, value: float, low: float, high: float) -> None:
     if not math.isfinite(value) or not low <= value <= high:
-        raise UsageError(f"{option} must be a number from {low:g} to {high:g} (got {value:g})")
+        raise UsageError(f"{option} must be from {_number(low)} to {_number(high)} (got {_number(value)})")
+
+
+def _number(value: float) -> str:
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +60,13 @@ class Estimate:
 
     def text(self) -> str:
         minutes = self.seconds / 60
-        took = f"{minutes:.0f} min" if minutes >= 2 else f"{self.seconds:.0f} s"
+        took = (
+            f"{minutes / 60:,.0f} h"
+            if minutes >= 120
+            else f"{minutes:.0f} min"
+            if minutes >= 2
+            else f"{self.seconds:.0f} s"
+        )
         return f"about {self.jobs:,} jobs, {took} on this machine, Redis up to {self.megabytes:,.0f} MB"
 
     def confirm(self, yes: bool) -> str | None:

@@ -16,21 +16,49 @@ from typing import Annotated, Any, get_type_hints
 
 from typer import Option
 
-Strategies = Annotated[list[str] | None, Option("--strategy", "-s", help="Strategy (repeatable).")]
-Boundaries = Annotated[list[str] | None, Option("--boundary", "-b", help="Boundary, or none (repeatable).")]
-Retries = Annotated[int, Option("--retries", help="RQ Retry(max=N) per job.")]
-Seed = Annotated[int, Option("--seed", help="Seed for payloads and random plans.")]
+from labcore.boundaries import ORDER
+from labcore.faults import Fault
+from testbed.experiment.scenarios import SCENARIOS
+from workers.strategies import STRATEGIES
+
+STRATEGY_NAMES = ", ".join(STRATEGIES)
+BOUNDARY_NAMES = ", ".join(b.value for b in ORDER)
+FAULT_NAMES = ", ".join(f.value for f in Fault)
+SCENARIO_NAMES = ", ".join(SCENARIOS)
+
+Strategies = Annotated[
+    list[str] | None,
+    Option("--strategy", "-s", metavar="STRATEGY", help=f"Strategy (repeatable): {STRATEGY_NAMES}."),
+]
+Boundaries = Annotated[
+    list[str] | None,
+    Option("--boundary", "-b", metavar="BOUNDARY", help=f"Boundary (repeatable): none, {BOUNDARY_NAMES}."),
+]
+Retries = Annotated[int, Option("--retries", metavar="N", help="RQ Retry(max=N) per job (0 to 10).")]
+Seed = Annotated[int, Option("--seed", metavar="N", help="Seed for payloads and random plans.")]
+Expect = Annotated[
+    list[str] | None,
+    Option(
+        "--expect",
+        metavar="CELL=E/M",
+        help="Your own expectation for one cell, replacing the model's (repeatable):"
+        " STRATEGY@BOUNDARY[:FAULT[:SCENARIO]]=EFFECTS/MISSING.",
+    ),
+]
+Yes = Annotated[bool, Option("--yes", "-y", help="Run even past the limits (30 min or 2 GB of Redis, estimated).")]
 ClientTimeout = Annotated[
     float,
     Option(
         "--client-timeout",
+        metavar="SECONDS",
         help="Seconds before an armed provider call times out (the timeout and late faults); other calls wait.",
     ),
 ]
 CellTimeout = Annotated[
-    float | None, Option("--cell-timeout", help="Give up on a cell after this many seconds (default: from the run).")
+    float | None,
+    Option("--cell-timeout", metavar="SECONDS", help="Give up on a cell after this long (default: from the run)."),
 ]
-ResultsPath = Annotated[Path, Option("--json", help="Where to write the results.")]
+ResultsPath = Annotated[Path, Option("--json", metavar="PATH", help="Where to write the results (a file).")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +88,13 @@ class StackArgs:
 class StoreArgs:
     """Where a run is kept, and what else it writes."""
 
-    store: Annotated[Path, Option("--store", help="Keep the run under DIR/<run-id>/ (and DIR/latest).")] = Path(
-        "runs"
-    )
+    store: Annotated[
+        Path, Option("--store", metavar="DIR", help="Keep the run under DIR/<run-id>/ (and DIR/latest).")
+    ] = Path("runs")
     no_store: Annotated[bool, Option("--no-store", help="Keep nothing but --json.")] = False
-    junit: Annotated[Path | None, Option("--junit", help="Also write JUnit XML here (one test case per cell).")] = None
+    junit: Annotated[
+        Path | None, Option("--junit", metavar="PATH", help="Also write JUnit XML here (one test case per cell).")
+    ] = None
     report: Annotated[bool, Option("--report", help="Write report.html in the stored run and print its path.")] = False
 
 

@@ -47,6 +47,7 @@ class Stack:
         self.keys = RunKeys(run_prefix(run_id))
         self._exit = contextlib.ExitStack()
         self._private: PrivateRedis | None = None
+        self._ownership: leftovers.KeyOwnership | None = None
 
     def __enter__(self) -> Stack:
         try:
@@ -64,19 +65,23 @@ class Stack:
         # What a dead run left behind is this run's to clear; a live run's is not.
         leftovers.remove_stale_dirs()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}{self.run_id}-"))
-        leftovers.claim(self.workdir)
+        leftovers.claim(self.workdir, kept=o.keep)
         if not o.keep:
             self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
         if o.redis_url:
             self.redis_url = o.redis_url
-            self.redis = _connect(o.redis_url)
-            if not o.keep:
-                self._exit.callback(delete_keys, self.redis, self.keys.pattern)
+            self.redis = connect(o.redis_url)
+            self._ownership = ownership = leftovers.KeyOwnership(self.redis, self.keys)
+            ownership.claim()
+            if o.keep:
+                self._exit.callback(ownership.keep)
+            else:
+                self._exit.callback(leftovers.delete_keys, self.redis, self.keys.pattern)
         else:
             self._private = private = PrivateRedis(self.workdir)
             self._exit.callback(private.stop)
             self.redis_url = private.start()
-            self.redis = _connect(self.redis_url)
+            self.redis = connect(self.redis_url)
         self.bus = Bus(self.redis, self.keys)
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(
@@ -100,6 +105,8 @@ class Stack:
             self._private.check()
         self.provider.check()
         self.supervisor.check()
+        if self._ownership is not None:
+            self._ownership.beat()
 
     def stop_services(self) -> None:
         """Workers and provider (they do not need each other to shut down: together)."""
@@ -114,22 +121,10 @@ class Stack:
             signal.signal(signal.SIGINT, previous)
 
 
-def _connect(url: str) -> redis_lib.Redis:
+def connect(url: str) -> redis_lib.Redis:
     try:
         client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
         client.ping()
     except (redis_lib.RedisError, ValueError) as exc:
         raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
     return client
-
-
-def delete_keys(redis: redis_lib.Redis, pattern: str) -> None:
-    """Only what this run wrote: every key under its prefix."""
-    batch = []
-    for key in redis.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            redis.unlink(*batch)
-            batch.clear()
-    if batch:
-        redis.unlink(*batch)

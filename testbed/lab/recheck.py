@@ -30,7 +30,7 @@ from testbed.judge.verdict import Judgement, judge
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, PROVIDER_LOG, RESULTS, read_history
 from workers.flow import Outcome
 
-Overrides = dict[tuple[str, str], dict[str, int]]
+Overrides = dict[Cell, dict[str, int]]
 
 _NOT_EVENT_FIELDS = ("type", "cell", "strategy", "boundary", "fault", "scenario", "op")
 
@@ -69,7 +69,7 @@ def recheck(path: Path, results: dict[str, Any], overrides: Overrides | None = N
                 _plan(cell, options, results.get("seed", 0)),
                 int(options["ops"]),
                 int(options["retries"]),
-                _expected(stored, overrides, options),
+                _expected(cell, overrides, options),
                 promises=command == "load",
             )
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
@@ -130,10 +130,13 @@ def _plan(cell: Cell, options: dict[str, Any], seed: int) -> Plan:
     return EveryNth(int(options.get("every", 10)), cell.boundary, cell.fault)
 
 
-def _expected(row: dict[str, Any], overrides: Overrides | None, options: dict[str, Any]) -> dict[str, int] | None:
+def stored_cells(results: dict[str, Any]) -> list[Cell]:
+    return [_cell(row) for row in results["rows"]]
+
+
+def _expected(cell: Cell, overrides: Overrides | None, options: dict[str, Any]) -> dict[str, int] | None:
     """The user's own expectation for the cell: given now, or else the one the run had."""
-    key = (row["strategy"], row["boundary"])
     if overrides is not None:
-        return overrides.get(key)
-    stored = options.get("expect", {}).get("@".join(key))
+        return overrides.get(cell)
+    stored = options.get("expect", {}).get(cell.label)
     return {"effects": stored[0], "missing_operations": stored[1]} if stored else None

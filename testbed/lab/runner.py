@@ -69,8 +69,8 @@ class RunOptions:
     history: bool = True
     # Check each strategy's promises whatever the faults (load).
     promises: bool = False
-    # (strategy, boundary label) -> fields the user expects instead of the model's values
-    overrides: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    # cell -> fields the user expects instead of the model's values
+    overrides: dict[Cell, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +269,7 @@ class CellRunner:
         observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
         if self.run_dir is not None:
             observed = _recorded(self.run_dir, r.id, observed)
-        overrides = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
+        overrides = o.overrides.get(r.cell)
         judgement = Judgement(r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises)
         row = judge(judgement, observed, seen, s.options.workers, wall)
         row.extra["cell"] = r.id

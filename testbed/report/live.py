@@ -1,44 +1,84 @@
-"""A live progress line for long runs: rewritten in place on a terminal,
-an occasional line otherwise."""
+"""Live progress of a run: on a terminal, rich's live display (a bar per running
+cell: jobs over of jobs, kills, rate, elapsed); otherwise a plain line every
+few seconds. Cells print their line as they are judged, above the display."""
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import TYPE_CHECKING, TextIO
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from testbed.report.tables import progress_line
 
 if TYPE_CHECKING:
-    from testbed.lab.runner import Progress
+    from testbed.judge.scorecard import Row
+    from testbed.lab.runner import Progress as CellProgress
+
+# Without a terminal, a line this often (a CI log wants a heartbeat, not a flood).
+PLAIN_EVERY = 10.0
 
 
-class LiveLine:
-    def __init__(self, stream: TextIO = sys.stderr, every: float | None = None) -> None:
-        self._stream = stream
-        self._tty = stream.isatty()
-        self._every = every if every is not None else (0.5 if self._tty else 10.0)
-        self._last = 0.0
+class Live:
+    def __init__(self, console: Console | None = None, plain_every: float = PLAIN_EVERY) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self._tasks: dict[str, TaskID] = {}
+        self._plain_every = plain_every
+        self._last_plain = time.monotonic()
+        self._bars: Progress | None = None
+        if self.console.is_terminal:
+            self._bars = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("jobs, {task.fields[kills]} kills, {task.fields[rate]} jobs/s"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
 
-    def __call__(self, running: list[Progress]) -> None:
-        now = time.monotonic()
-        if now - self._last < self._every or not running:
+    def __enter__(self) -> Live:
+        if self._bars is not None:
+            self._bars.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        """Gone before anything else is printed (an error, Ctrl-C, the tables)."""
+        if self._bars is not None:
+            self._bars.stop()
+
+    def judged(self, index: int, total: int, row: Row) -> None:
+        self.console.print(progress_line(index, total, row), markup=False, soft_wrap=True)
+        if self._bars is not None and (task := self._tasks.pop(row.cell.label, None)) is not None:
+            self._bars.remove_task(task)
+
+    def tick(self, running: list[CellProgress]) -> None:
+        if self._bars is None:
+            self._plain(running)
             return
-        self._last = now
-        text = "   ".join(_describe(p) for p in running)
-        if self._tty:
-            self._stream.write("\r\x1b[2K" + text)
-        else:
-            self._stream.write(text + "\n")
-        self._stream.flush()
+        for p in running:
+            fields = {"kills": f"{p.kills:,}", "rate": f"{_rate(p):.0f}"}
+            task = self._tasks.get(p.cell.label)
+            if task is None:
+                self._tasks[p.cell.label] = self._bars.add_task(p.cell.label, total=p.jobs, completed=p.over, **fields)
+            else:
+                self._bars.update(task, total=p.jobs, completed=p.over, **fields)
 
-    def clear(self) -> None:
-        if self._tty:
-            self._stream.write("\r\x1b[2K")
-            self._stream.flush()
+    def _plain(self, running: list[CellProgress]) -> None:
+        now = time.monotonic()
+        if now - self._last_plain < self._plain_every or not running:
+            return
+        self._last_plain = now
+        for p in running:
+            self.console.print(
+                f"{p.cell.label}: {p.over:,}/{p.jobs:,} jobs, {p.kills:,} kills, {_rate(p):.0f} jobs/s,"
+                f" {int(p.elapsed) // 60}m{int(p.elapsed) % 60:02d}s",
+                markup=False,
+                soft_wrap=True,
+            )
 
 
-def _describe(p: Progress) -> str:
-    rate = p.over / p.elapsed if p.elapsed > 0 else 0.0
-    return (
-        f"{p.cell.strategy}: {p.over:,}/{p.jobs:,} jobs, {p.kills:,} kills, {rate:.0f} jobs/s, "
-        f"{int(p.elapsed) // 60}m{int(p.elapsed) % 60:02d}s"
-    )
+def _rate(p: CellProgress) -> float:
+    return p.over / p.elapsed if p.elapsed > 0 else 0.0

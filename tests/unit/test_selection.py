@@ -42,9 +42,45 @@ def test_full_matrix_narrowed_by_fault():
     assert {c.fault for c in cells if c.injected} == {Fault.LATE}
 
 
-def test_expectations_from_the_command_line():
-    assert parse_expect(["retry-only@after-effect=100/0"]) == {
-        ("retry-only", "after-effect"): {"effects": 100, "missing_operations": 0}
-    }
-    with pytest.raises(UsageError, match="unknown boundary 'middle'"):
-        parse_expect(["retry-only@middle=1/0"])
+def test_full_matrix_runs_a_named_fault_everywhere_it_can_strike():
+    cells = select_cells("full", ["record-before"], None, [Fault.KILL_WORKER], None)
+    injected = [c for c in cells if c.injected]
+    assert {c.fault for c in injected} == {Fault.KILL_WORKER}
+    assert {c.boundary for c in injected if c.scenario == "none"} == set(Boundary)
+
+
+def test_full_matrix_runs_a_named_scenario_it_leaves_out_by_default():
+    cells = select_cells("full", None, None, None, ["remint"])
+    assert cells and {c.scenario for c in cells} == {"remint"}
+
+
+ARTICLE = select_cells("article", None, None, None, None)
+TWO_FAULTS = select_cells("article", ["retry-only"], [Boundary.AFTER_EFFECT], [Fault.KILL, Fault.TIMEOUT], None)
+
+
+def test_an_expectation_names_one_cell():
+    expected = parse_expect(["retry-only@after-effect=100/0"], ARTICLE)
+    ((cell, values),) = expected.items()
+    assert cell.label == "retry-only @ after-effect (kill)" and values == {"effects": 100, "missing_operations": 0}
+    ((cell, _),) = parse_expect(["retry-only@after-effect:timeout=11/0"], TWO_FAULTS).items()
+    assert cell.fault is Fault.TIMEOUT
+
+
+@pytest.mark.parametrize(
+    ("value", "cells", "message"),
+    [
+        ("retry-only@middle=1/0", ARTICLE, "unknown boundary 'middle'"),
+        ("retry-only@after-effect=-1/0", ARTICLE, "counts are whole numbers"),
+        ("retry-only@job-start=1/0", ARTICLE, "matches no cell of this run"),
+        ("reconcile@after-effect=1/0", ARTICLE, "matches no cell of this run"),
+        ("retry-only@after-effect=11/0", TWO_FAULTS, "matches 2 cells"),
+    ],
+)
+def test_an_expectation_for_no_cell_or_many_is_an_error(value, cells, message):
+    with pytest.raises(UsageError, match=message):
+        parse_expect([value], cells)
+
+
+def test_a_repeated_expectation_is_an_error():
+    with pytest.raises(UsageError, match="given twice"):
+        parse_expect(["retry-only@none=100/0", "retry-only@none:none=100/0"], ARTICLE)

@@ -1,0 +1,425 @@
+"""The commands that run the stack: chaos, replay, load. Each checks its whole
+input first, then one shared path runs it, keeps it and reports it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from typer import Option
+
+from labcore.boundaries import ORDER, parse_boundary
+from labcore.faults import Fault, parse_fault
+from labcore.plan import EveryNth, Random
+from labcore.procs import port_in_use
+from testbed.cli import checks
+from testbed.cli.base import app, examples
+from testbed.cli.options import (
+    FAULT_NAMES,
+    SCENARIO_NAMES,
+    Boundaries,
+    CellTimeout,
+    ClientTimeout,
+    Expect,
+    ResultsPath,
+    Retries,
+    Seed,
+    StackArgs,
+    StoreArgs,
+    Strategies,
+    Yes,
+    run_options,
+)
+from testbed.errors import RunFailure, SetupError, UsageError
+from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import WorkerSettings
+from testbed.lab.store import REPORT, RESULTS, RunStore, read_history
+from workers.strategies import STRATEGIES, parse_strategy
+
+MAX_OPS = 10_000_000
+MAX_WORKERS = 64
+
+
+def _stack(args: StackArgs) -> tuple[StackOptions, str]:
+    checks.finite("--workers", args.workers, 1, MAX_WORKERS)
+    at_least("--worker-ttl", args.worker_ttl, 2)
+    at_least("--maintenance-interval", args.maintenance_interval)
+    at_least("--job-monitoring-interval", args.job_monitoring_interval)
+    if args.recovery not in ("forced", "rq"):
+        raise UsageError(f"unknown recovery {args.recovery!r} (choose from forced, rq)")
+    port = args.provider_port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--provider-port must be a port number (got {port})")
+    if port and port_in_use(port):
+        raise SetupError(f"provider port {port} is already in use")
+    settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
+    return StackOptions(args.workers, args.redis_url, port, settings, args.keep), args.recovery
+
+
+def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
+    """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
+    recovery of an abandoned job when it is left to RQ (its entry expires, then a
+    worker's maintenance has to come round)."""
+    if given is not None:
+        checks.finite("--cell-timeout", given, 1, 7 * 86_400)
+        return given
+    timeout = 120.0 + ops * 0.05
+    if recovery == "rq" and any(c.fault is Fault.KILL_WORKER and c.injected for c in cells):
+        timeout += _rq_recovery_seconds(settings)[1] + 60
+    return timeout
+
+
+def _rq_recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
+    """When RQ's own maintenance brings a dead worker's job back: its started-registry
+    entry expires job-monitoring-interval + 60 s after the last heartbeat, then a
+    worker's maintenance (every maintenance-interval, not before worker-ttl - 15) requeues it."""
+    expires = s.job_monitoring_interval + 60
+    return expires, expires + max(s.maintenance_interval, s.worker_ttl - 15)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Where a run's results go, and what they say about the run besides its rows."""
+
+    command: str
+    json_path: Path
+    meta: dict[str, Any]
+    seed: int
+    store: StoreArgs
+
+    def check(self) -> None:
+        """Every place the run will write, before it starts."""
+        checks.output_file("--json", self.json_path)
+        if self.store.junit is not None:
+            checks.output_file("--junit", self.store.junit)
+        if not self.store.no_store:
+            RunStore(self.store.store).check_writable()
+        elif self.store.report:
+            raise UsageError("--report writes into the stored run: it needs the store (drop --no-store)")
+
+    def document(self, ran: Any) -> dict[str, Any]:
+        from testbed.report import tables as report
+
+        meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
+        return report.results({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
+
+
+def _run(
+    stack: StackOptions,
+    mode: str,
+    cells: list[Cell],
+    ops: int,
+    cell_timeout: float | None,
+    out: Output,
+    estimate: checks.Estimate,
+    yes: bool,
+    **fields: Any,
+) -> Any:
+    """A session with `RunOptions(...)`: the runner (and with it rq) is
+    imported only once the run's key prefix is set. If a part of the stack
+    failed, the cells judged before are written, marked incomplete, and the
+    failure ends the command (exit 3)."""
+    from testbed.lab import session
+    from testbed.report import tables as report
+    from testbed.report.live import Live
+
+    out.check()
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
+    if (note := estimate.confirm(yes)) is not None:
+        print(f"testbed: {note}", file=sys.stderr)
+
+    def options() -> Any:
+        from testbed.lab.runner import RunOptions
+        from testbed.nemesis.recovery import Recovery
+
+        return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
+
+    store = None if out.store.no_store else RunStore(out.store.store)
+    with Live() as live:
+        ran = session.execute(stack, options, live.judged, live.tick, store)
+    document = out.document(ran)
+    report.write_json(out.json_path, document)
+    if ran.stored is not None:
+        report.write_json(ran.stored.path / RESULTS, document)
+        assert store is not None
+        store.mark_latest(ran.run_id)
+    if ran.failure:
+        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {out.json_path}"
+        raise RunFailure(f"{ran.failure} ({done})")
+    return ran
+
+
+def _finish(ran: Any, out: Output) -> int:
+    """The summary line, and what else the user asked for: JUnit XML, the report page."""
+    passed = sum(r.passed for r in ran.rows)
+    total = len(ran.rows)
+    print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
+    if out.store.junit is not None or out.store.report:
+        from testbed.report import junit
+
+        document = out.document(ran)
+        if out.store.junit is not None:
+            junit.write_junit(out.store.junit, document)
+            print(f"JUnit XML in {out.store.junit}")
+        if out.store.report and ran.stored is not None:
+            print(f"report in {write_report(ran.stored.path)}")
+    if ran.stored is not None:
+        print(f"stored in {ran.stored.path}")
+    return 0 if passed == total else 1
+
+
+def write_report(run: Path) -> Path:
+    from testbed.report import html
+
+    page = html.render(json.loads((run / RESULTS).read_text()), read_history(run))
+    (run / REPORT).write_text(page)
+    return run / REPORT
+
+
+def vars_of(settings: WorkerSettings) -> dict[str, int]:
+    return {
+        "workerTtl": settings.worker_ttl,
+        "maintenanceInterval": settings.maintenance_interval,
+        "jobMonitoringInterval": settings.job_monitoring_interval,
+    }
+
+
+def _expectations(overrides: dict[Cell, dict[str, int]]) -> dict[str, list[int]]:
+    """As results.json keeps them, so that `testbed check` judges with them again."""
+    return {cell.label: [v["effects"], v["missing_operations"]] for cell, v in overrides.items()}
+
+
+def _shared(stack_args: StackArgs) -> dict[str, Any]:
+    redis = "shared" if stack_args.redis_url else "private"
+    return {"workers": stack_args.workers, "redis": redis}
+
+
+@app.command(
+    short_help="The crash matrix: every strategy at every boundary, checked against the model.",
+    epilog=examples(
+        "testbed chaos                                  # the article's 12 cells",
+        "testbed chaos --matrix full                    # every meaningful cell",
+        "testbed chaos -f provider-crash -b after-effect -s provider-key",
+        "testbed chaos --scenario withdrawn -s reconcile -s naive-reconcile",
+        "testbed chaos --expect retry-only@after-effect:kill=110/0 --junit junit.xml",
+    ),
+)
+@run_options
+def chaos(
+    stack_args: StackArgs,
+    store_args: StoreArgs,
+    strategy: Strategies = None,
+    boundary: Boundaries = None,
+    fault: Annotated[
+        list[str] | None,
+        Option("--fault", "-f", metavar="FAULT", help=f"Fault (repeatable): {FAULT_NAMES}."),
+    ] = None,
+    scenario: Annotated[
+        list[str] | None, Option("--scenario", metavar="SCENARIO", help=f"Scenario (repeatable): {SCENARIO_NAMES}.")
+    ] = None,
+    matrix: Annotated[
+        str, Option("--matrix", metavar="NAME", help="article (12 cells) or full (every meaningful cell).")
+    ] = "article",
+    ops: Annotated[int, Option("--ops", metavar="N", help="Operations per cell.")] = 100,
+    every: Annotated[int, Option("--every", metavar="N", help="Fault the first attempt of every N-th op.")] = 10,
+    parallel: Annotated[int, Option("--parallel", metavar="N", help="Cells in flight at once (1 to 16).")] = 2,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    json_path: ResultsPath = Path("results.json"),
+    client_timeout: ClientTimeout = 0.5,
+    expect: Expect = None,
+    cell_timeout: CellTimeout = None,
+    yes: Yes = False,
+) -> int:
+    """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell."""
+    cells = select_cells(
+        matrix,
+        parse_all(strategy, lambda s: parse_strategy(s).name),
+        parse_all(boundary, parse_boundary),
+        parse_all(fault, parse_fault),
+        parse_all(scenario, lambda s: parse_scenario(s).name),
+    )
+    checks.finite("--ops", ops, 1, MAX_OPS)
+    checks.finite("--every", every, 1, MAX_OPS)
+    checks.finite("--parallel", parallel, 1, 16)
+    checks.finite("--retries", retries, 0, 10)
+    checks.finite("--client-timeout", client_timeout, 0.05, 3600)
+    overrides = parse_expect(expect, cells)
+    stack, mode = _stack(stack_args)
+    from testbed.report import tables as report
+
+    meta = {"matrix": matrix, "ops": ops, "every": every, "parallel": parallel, **_shared(stack_args)}
+    meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
+    meta |= {"workerSettings": vars_of(stack.settings), "expect": _expectations(overrides)}
+    out = Output("chaos", json_path, meta, seed, store_args)
+    estimate = checks.Estimate.of(len(cells), ops, 1 / every, retries, stack_args.workers, parallel * ops)
+    ran = _run(
+        stack,
+        mode,
+        cells,
+        ops,
+        cell_timeout,
+        out,
+        estimate,
+        yes,
+        plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+        retries=retries,
+        seed=seed,
+        client_timeout=client_timeout,
+        parallel=parallel,
+        overrides=overrides,
+    )
+    plural = "retry" if retries == 1 else "retries"
+    print(
+        report.tables(ran.rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
+    )
+    if diffs := report.differences(ran.rows):
+        print("\n" + diffs)
+    print(f"\n{report.LEGEND}")
+    return _finish(ran, out)
+
+
+@app.command(
+    short_help="Watch killed jobs come back: each killed op's attempts, and kill-to-replay latency.",
+    epilog=examples(
+        "testbed replay                                  # kill-worker, forced recovery",
+        "testbed replay --fault kill -b before-effect",
+        "testbed replay --recovery rq --worker-ttl 20 --maintenance-interval 5 --job-monitoring-interval 5",
+    ),
+)
+@run_options
+def replay(
+    stack_args: StackArgs,
+    store_args: StoreArgs,
+    strategy: Annotated[
+        str, Option("--strategy", "-s", metavar="STRATEGY", help=f"Strategy: {', '.join(STRATEGIES)}.")
+    ] = "provider-key",
+    boundary: Annotated[
+        str, Option("--boundary", "-b", metavar="BOUNDARY", help="Where the kill strikes (not none).")
+    ] = "after-effect",
+    fault: Annotated[str, Option("--fault", "-f", metavar="FAULT", help="kill (work-horse) or kill-worker.")] = (
+        "kill-worker"
+    ),
+    ops: Annotated[int, Option("--ops", metavar="N", help="Operations.")] = 20,
+    every: Annotated[int, Option("--every", metavar="N", help="Kill the first attempt of every N-th op.")] = 5,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    json_path: ResultsPath = Path("replay.json"),
+    cell_timeout: CellTimeout = None,
+    yes: Yes = False,
+) -> int:
+    """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
+    chosen = [parse_kill_fault("replay", fault)]
+    where = parse_all([boundary], parse_boundary)
+    assert where is not None
+    if where[0] is None:
+        raise UsageError("replay needs a boundary to kill at")
+    cells = select_cells("article", parse_all([strategy], lambda s: parse_strategy(s).name), where, chosen, None)
+    checks.finite("--ops", ops, 1, MAX_OPS)
+    checks.finite("--every", every, 1, MAX_OPS)
+    checks.finite("--retries", retries, 1, 10)
+    stack, mode = _stack(stack_args)
+    from testbed.report import timeline
+
+    meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **_shared(stack_args)}
+    out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
+    if mode == "rq" and chosen[0] is Fault.KILL_WORKER:
+        low, high = _rq_recovery_seconds(stack.settings)
+        print(
+            f"testbed: note: RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"
+            " (--job-monitoring-interval + 60 s, then a worker's maintenance); the run waits for it",
+            file=sys.stderr,
+        )
+    estimate = checks.Estimate.of(1, ops, 1 / every, retries, stack_args.workers, ops)
+    plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
+    ran = _run(stack, mode, cells, ops, cell_timeout, out, estimate, yes, plan=plan, retries=retries, seed=seed)
+    row = ran.rows[0]
+    print(timeline.render(row.extra.get("history", {})))
+    print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
+    c = row.counts
+    print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
+    for problem in row.problems:
+        print(f"DIFFERS  {problem}")
+    return _finish(ran, out)
+
+
+@app.command(
+    short_help="Many workers, seeded random kills: each strategy's promises (and the model) under load.",
+    epilog=examples(
+        "testbed load --workers 8 --ops 5000 --kill-rate 0.1 --seed 7",
+        "testbed load -s provider-key -b after-effect --fault kill-worker",
+        "testbed load --kill-rate 0 --ops 2000                  # throughput, no kills",
+    ),
+)
+@run_options
+def load(
+    stack_args: StackArgs,
+    store_args: StoreArgs,
+    strategy: Strategies = None,
+    boundary: Annotated[
+        list[str] | None,
+        Option("--boundary", "-b", metavar="BOUNDARY", help="Boundaries the kills are drawn from (default: all)."),
+    ] = None,
+    fault: Annotated[str, Option("--fault", "-f", metavar="FAULT", help="kill or kill-worker.")] = "kill",
+    kill_rate: Annotated[
+        float, Option("--kill-rate", metavar="P", help="Chance (0 to 1) that an attempt (not the last) is killed.")
+    ] = 0.1,
+    ops: Annotated[int, Option("--ops", metavar="N", help="Operations per strategy.")] = 1000,
+    retries: Retries = 1,
+    seed: Seed = 0,
+    window: Annotated[int, Option("--window", metavar="N", help="Jobs enqueued ahead of the workers at most.")] = 2000,
+    json_path: ResultsPath = Path("load.json"),
+    client_timeout: ClientTimeout = 2.0,
+    cell_timeout: CellTimeout = None,
+    yes: Yes = False,
+) -> int:
+    """Many workers, seeded random kills: check each strategy's invariants (and the model) under load."""
+    names = parse_all(strategy, lambda s: parse_strategy(s).name) or list(STRATEGIES)
+    where = parse_all(boundary, parse_boundary) or list(ORDER)
+    if None in where:
+        raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
+    chosen = [parse_kill_fault("load", fault)]
+    checks.finite("--kill-rate", kill_rate, 0, 1)
+    checks.finite("--ops", ops, 1, MAX_OPS)
+    checks.finite("--retries", retries, 1 if kill_rate else 0, 10)
+    checks.finite("--window", window, 100, 1_000_000)
+    checks.finite("--client-timeout", client_timeout, 0.05, 3600)
+    stack, mode = _stack(stack_args)
+    boundaries = tuple(b for b in where if b is not None)
+    cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
+    from testbed.report import tables as report
+
+    meta = {"ops": ops, "killRate": kill_rate, **_shared(stack_args)}
+    meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
+    meta |= {"recovery": mode}
+    out = Output("load", json_path, meta, seed, store_args)
+    estimate = checks.Estimate.of(len(cells), ops, kill_rate, retries, stack_args.workers, min(ops, window) + ops // 4)
+    ran = _run(
+        stack,
+        mode,
+        cells,
+        ops,
+        cell_timeout,
+        out,
+        estimate,
+        yes,
+        plan=lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
+        retries=retries,
+        seed=seed,
+        client_timeout=client_timeout,
+        parallel=1,
+        window=window,
+        history=False,
+        promises=True,
+    )
+    note = f"{ops} ops per strategy, {stack_args.workers} workers, kill rate {kill_rate:g}, seed {seed}"
+    print(report.load_table(ran.rows, note))
+    if diffs := report.differences(ran.rows):
+        print("\n" + diffs)
+    return _finish(ran, out)

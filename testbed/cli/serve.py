@@ -1,0 +1,104 @@
+"""`testbed provider`: the provider on its own, checked before it starts."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Annotated
+
+from typer import Option
+
+from labcore.credentials import TOKEN_ENV, is_loopback
+from testbed.cli import checks
+from testbed.cli.base import app, examples
+from testbed.errors import SetupError, UsageError
+
+
+@app.command(
+    short_help="Run the provider on its own: an HTTP service with a durable effect log.",
+    epilog=examples(
+        "TESTBED_PROVIDER_TOKEN=$(openssl rand -hex 32) testbed provider --db effects.sqlite3",
+        "testbed provider --db effects.sqlite3 --port 0          # a free port, printed",
+        "testbed provider --host 0.0.0.0 --port 8080 --db /data/effects.sqlite3 --token-file /run/secrets/token",
+    ),
+)
+def provider(
+    db: Annotated[Path, Option("--db", metavar="PATH", help="SQLite file of the effect log (created if missing).")],
+    port: Annotated[int, Option("--port", metavar="PORT", help="Port to listen on (0: a free one, printed).")] = 8080,
+    host: Annotated[str, Option("--host", metavar="ADDR", help="Address to bind (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    token_file: Annotated[
+        Path | None,
+        Option("--token-file", metavar="PATH", help=f"File holding the bearer token (else ${TOKEN_ENV})."),
+    ] = None,
+) -> int:
+    """Run the provider on its own: an HTTP service with a durable effect log (see the README's API section)."""
+    checks.finite("--port", port, 0, 65535)
+    _check_db(db)
+    sock = _bind(host, port)
+    try:
+        token = _provider_token(token_file, host)
+    except SetupError:
+        sock.close()
+        raise
+    from provider.server import serve
+
+    where = f"[{host}]" if ":" in host else host
+    print(f"testbed provider: serving http://{where}:{sock.getsockname()[1]} (log {db})", file=sys.stderr, flush=True)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(port, db, host=host, token=token, sock=sock, access_log=True)
+    return 0
+
+
+def _check_db(db: Path) -> None:
+    checks.output_file("--db", db)
+    if db.exists():
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                conn.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"--db {db}: not an effect log ({exc})") from None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound now: a bad address or a taken port is named before anything starts."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror:
+        raise UsageError(f"--host {host}: not an address of this machine") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SetupError(f"provider port {port} is already in use") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--host {host}: not an address of this machine") from None
+        if exc.errno == errno.EACCES:
+            raise SetupError(f"no permission to bind {host}:{port}") from None
+        raise SetupError(f"cannot bind {host}:{port}: {exc.strerror}") from None
+    sock.listen(512)
+    return sock
+
+
+def _provider_token(token_file: Path | None, host: str) -> str | None:
+    """The standalone provider's token; none is allowed on loopback only (with a warning)."""
+    try:
+        token = token_file.read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
+    except OSError as exc:
+        raise SetupError(f"cannot read --token-file: {exc.strerror}") from None
+    if token:
+        return token
+    if not is_loopback(host):
+        raise SetupError(f"refusing to serve on {host} without a token: set ${TOKEN_ENV} or pass --token-file")
+    print(f"testbed: warning: no token (${TOKEN_ENV}): every local user can call this provider", file=sys.stderr)
+    return None
