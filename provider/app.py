@@ -114,6 +114,20 @@ class Listing(BaseModel):
     data: list[dict[str, str]]
 
 
+class LoggedEffect(BaseModel):
+    id: str
+    reference: str
+    idempotencyKey: str | None
+    fingerprint: str
+    appliedAt: float
+    withdrawnAt: float | None
+
+
+class Log(BaseModel):
+    effects: list[LoggedEffect]
+    next: int | None  # pass as `after` for the next page; null: the end of the log
+
+
 class Health(BaseModel):
     status: str
 
@@ -373,6 +387,27 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
         rows = store.listing(ledger, reference)
         data = [{"id": receipt(e.id), "reference": reference, "fingerprint": e.fingerprint} for e in rows]
         return _json(200, {"data": data})
+
+    @app.get("/ledgers/{ledger}/log", response_model=Log, responses={**_BAD, **_NO_LEDGER})
+    async def log(
+        ledger: LedgerName,
+        after: Annotated[int, Query(ge=0, le=2**62, description="list effects after this log position")] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """The ledger's whole effect log, in order, a page at a time (withdrawn effects included)."""
+        rows = store.log(ledger, after, limit)
+        effects = [
+            {
+                "id": receipt(r.id),
+                "reference": r.reference,
+                "idempotencyKey": r.key,
+                "fingerprint": r.fingerprint,
+                "appliedAt": r.applied_at,
+                "withdrawnAt": r.withdrawn_at,
+            }
+            for r in rows
+        ]
+        return {"effects": effects, "next": rows[-1].id if len(rows) == limit else None}
 
     @app.post("/ledgers/{ledger}/clock", response_model=Offset, responses={**_BAD, **_NO_LEDGER})
     async def advance_clock(ledger: LedgerName, body: ClockBody) -> dict[str, float]:

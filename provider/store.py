@@ -245,6 +245,27 @@ class Store:
     def advance_clock(self, ledger: str, seconds: float) -> float:
         return self._run(ledger, lambda s: machine.advance_clock(s, seconds))
 
+    def log(self, ledger: str, after: int, limit: int) -> list[LoggedEffect]:
+        """The ledger's effects in log order: an observer's view, outside the contract."""
+        with self._lock:
+            self._ledger(ledger)
+            rows = self._db.execute(
+                "SELECT id, reference, idem_key, fingerprint, applied_at, withdrawn_at FROM effects "
+                "WHERE ledger = ? AND id > ? ORDER BY id LIMIT ?",
+                (ledger, after, limit),
+            )
+            return [LoggedEffect(*row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEffect:
+    id: int
+    reference: str
+    key: str | None
+    fingerprint: str
+    applied_at: float
+    withdrawn_at: float | None
+
 
 @dataclass(frozen=True, slots=True)
 class ReferenceRecord:

@@ -30,8 +30,15 @@ def output_file(option: str, path: Path) -> None:
     parent = path.parent
     if not parent.is_dir():
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"{option} {path}: not writable")
+    # The file is written next to its place and moved there: try exactly that
+    # (permissions alone do not tell, for root or on a file system like /proc).
+    probe = path.with_name(path.name + ".tmp")
+    try:
+        with open(probe, "a"):
+            pass
+        probe.unlink()
+    except OSError:
+        raise UsageError(f"{option} {path}: not writable") from None
 
 
 def finite(option: str, value: float, low: float, high: float) -> None:

@@ -71,7 +71,7 @@ class Live:
         if now - self._last_plain < self._plain_every or not running:
             return
         self._last_plain = now
-        for p in running:
+        for p in (p for p in running if p.elapsed >= 1):  # a cell just started has nothing to say yet
             self.console.print(
                 f"{p.cell.label}: {p.over:,}/{p.jobs:,} jobs, {p.kills:,} kills, {_rate(p):.0f} jobs/s,"
                 f" {int(p.elapsed) // 60}m{int(p.elapsed) % 60:02d}s",
