@@ -6,6 +6,7 @@ Reads:    GET  /ledgers/{ledger}/effects/{reference} strongly consistent: 200 / 
 Admin:    PUT  /ledgers/{ledger}                     create or reconfigure (the contract)
           POST /ledgers/{ledger}/clock               advance the ledger's clock (key expiry)
           POST /ledgers/{ledger}/effects/{reference}/withdraw
+Scoped:   /s/{token}/...  a user's own job, any HTTP client (provider/api.py)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from labcore.boundaries import Boundary
 from labcore.bus import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
+from provider.api import scoped_router
 from provider.contract import Contract
 from provider.holds import Holds
 from provider.store import Answer, SendTicket, Store, UnknownLedger
@@ -135,4 +137,5 @@ def create_app(store: Store, holds: Holds) -> FastAPI:
     async def withdraw(ledger: str, reference: str) -> dict[str, int]:
         return {"withdrawn": store.withdraw(ledger, reference)}
 
+    app.include_router(scoped_router(store, holds))
     return app

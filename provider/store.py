@@ -275,6 +275,24 @@ class Store:
         )
         return [EffectRow(r[0], r[1], r[2], r[3] is not None) for r in rows]
 
+    # -- scoped access (provider/api.py) -------------------------------------
+
+    def put_scope_secret(self, ledger: str, secret: str) -> None:
+        """The secret that signs the ledger's scoped base URLs; kept with the log,
+        so a restarted provider still honours the URLs handed out before."""
+        with self._lock:
+            self._ledger(ledger)
+            self._db.execute("CREATE TABLE IF NOT EXISTS scope_secrets (ledger TEXT PRIMARY KEY, secret TEXT NOT NULL)")
+            self._db.execute("INSERT OR REPLACE INTO scope_secrets VALUES (?, ?)", (ledger, secret))
+
+    def scope_secret(self, ledger: str) -> str | None:
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT secret FROM scope_secrets WHERE ledger = ?", (ledger,)).fetchone()
+            except sqlite3.OperationalError:  # no ledger has a secret yet
+                return None
+            return None if row is None else row[0]
+
 
 @dataclass(frozen=True, slots=True)
 class ReferenceRecord:

@@ -14,7 +14,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+import testbed.plugin
+
 TESTBED = [sys.executable, "-m", "testbed"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # An environment installed before the plugin's entry point existed: register it by hand.
+    if not config.pluginmanager.is_registered(testbed.plugin):
+        config.pluginmanager.register(testbed.plugin, "testbed")
 
 
 @dataclass

@@ -12,6 +12,7 @@ import os
 import sys
 
 from labcore.procs import die_with_parent
+from workers.target import USER_JOBS_ENV
 
 
 def main() -> None:
@@ -22,6 +23,9 @@ def main() -> None:
     from rq.cli import main as rq_main
 
     import workers.handler  # noqa: F401  (preload for the work-horses)
+
+    if os.environ.get(USER_JOBS_ENV):  # users' jobs: their wrapper, and the HTTP clients it instruments
+        from workers import userjob  # noqa: F401
 
     rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
 

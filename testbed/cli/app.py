@@ -23,9 +23,17 @@ from labcore.procs import port_in_use
 from testbed.errors import Interrupted, RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
-from testbed.experiment.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
+from testbed.experiment.selection import (
+    at_least,
+    parse_all,
+    parse_expect,
+    parse_kill_fault,
+    select_cells,
+    with_handlers,
+)
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
+from testbed.lab import userjobs
 from workers.strategies import STRATEGIES, parse_strategy
 
 app = typer.Typer(
@@ -55,6 +63,16 @@ MaintenanceInterval = Annotated[int, Option("--maintenance-interval", help="rq w
 MonitoringInterval = Annotated[int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")]
 Keep = Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")]
 ResultsPath = Annotated[Path, Option("--json", help="Where to write the results.")]
+Handlers = Annotated[
+    list[str] | None,
+    Option("--handler", help="Your own job MODULE:FUNCTION, called as function(op_id, payload) (repeatable)."),
+]
+Paths = Annotated[
+    list[Path] | None, Option("--path", help="Put DIR on the import path of --handler (repeatable; . is on it).")
+]
+PromiseOption = Annotated[
+    str, Option("--promise", help="What --handler is judged against: exactly-once, at-least-once, at-most-once.")
+]
 
 
 def _stack(
@@ -149,24 +167,32 @@ def chaos(
     maintenance_interval: MaintenanceInterval = 600,
     job_monitoring_interval: MonitoringInterval = 30,
     keep: Keep = False,
+    handler: Handlers = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell."""
+    names = parse_all(strategy, lambda s: parse_strategy(s).name)
     cells = select_cells(
         matrix,
-        parse_all(strategy, lambda s: parse_strategy(s).name),
+        names,
         parse_all(boundary, parse_boundary),
         parse_all(fault, parse_fault),
         parse_all(scenario, lambda s: parse_scenario(s).name),
     )
+    handlers = handler or []
+    if handlers:
+        cells = with_handlers(cells, handlers, keep_strategies=names is not None)
     at_least("--ops", ops)
     at_least("--every", every)
     at_least("--parallel", parallel)
     at_least("--retries", retries, 0)
     at_least("--client-timeout", client_timeout, 0.05)
-    overrides = parse_expect(expect)
+    overrides = parse_expect(expect, handlers)
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import tables as report
 
     ran = _run(
@@ -181,6 +207,8 @@ def chaos(
         client_timeout=client_timeout,
         parallel=parallel,
         overrides=overrides,
+        promise=promise,
+        paths=paths,
     )
     plural = "retry" if retries == 1 else "retries"
     print(
@@ -192,6 +220,7 @@ def chaos(
     meta = {"matrix": matrix, "ops": ops, "every": every, "workers": workers, "parallel": parallel}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"redis": "shared" if redis_url else "private", "workerSettings": vars_of(stack.settings)}
+    meta |= {"handlers": handlers, "promise": promise} if handlers else {}
     return _finish(ran, json_path, meta, seed)
 
 
@@ -214,6 +243,9 @@ def replay(
     maintenance_interval: MaintenanceInterval = 600,
     job_monitoring_interval: MonitoringInterval = 30,
     keep: Keep = False,
+    handler: Annotated[str | None, Option("--handler", help="Your own job MODULE:FUNCTION instead of -s.")] = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
     """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
     chosen = [parse_kill_fault("replay", fault)]
@@ -222,16 +254,22 @@ def replay(
     if where[0] is None:
         raise UsageError("replay needs a boundary to kill at")
     cells = select_cells("article", parse_all([strategy], lambda s: parse_strategy(s).name), where, chosen, None)
+    handlers = [handler] if handler else []
+    if handlers:
+        cells = with_handlers(cells, handlers, keep_strategies=False)
     at_least("--ops", ops)
     at_least("--every", every)
     at_least("--retries", retries, 1)
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import timeline
 
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
-    ran = _run(stack, mode, cells, ops, cell_timeout, plan=plan, retries=retries, seed=seed)
+    ran = _run(
+        stack, mode, cells, ops, cell_timeout, plan=plan, retries=retries, seed=seed, promise=promise, paths=paths
+    )
     row = ran.rows[0]
     print(timeline.render(row.extra.get("history", {})))
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
@@ -267,9 +305,13 @@ def load(
     maintenance_interval: MaintenanceInterval = 600,
     job_monitoring_interval: MonitoringInterval = 30,
     keep: Keep = False,
+    handler: Handlers = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
     """Many workers, seeded random kills: check each strategy's invariants (and the model) under load."""
-    names = parse_all(strategy, lambda s: parse_strategy(s).name) or list(STRATEGIES)
+    handlers = handler or []
+    names = parse_all(strategy, lambda s: parse_strategy(s).name) or ([] if handlers else list(STRATEGIES))
     where = parse_all(boundary, parse_boundary) or list(ORDER)
     if None in where:
         raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
@@ -283,8 +325,10 @@ def load(
     stack, mode = _stack(
         workers, redis_url, provider_port, keep, recovery, worker_ttl, maintenance_interval, job_monitoring_interval
     )
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
+    cells += [Cell(h, None, chosen[0], spread=kill_rate > 0, handler=h) for h in handlers]
     from testbed.judge import invariants
     from testbed.report import live
     from testbed.report import tables as report
@@ -304,11 +348,14 @@ def load(
         parallel=1,
         window=window,
         history=False,
+        promise=promise,
+        paths=paths,
     )
     line.clear()
     for row in ran.rows:
-        row.broken = invariants.broken(row.cell.strategy, row.counts)
-        row.extra["invariants"] = invariants.promises(row.cell.strategy)
+        if row.cell.handler is None:  # a user's job is judged by its promise (in the run)
+            row.broken = invariants.broken(row.cell.strategy, row.counts)
+            row.extra["invariants"] = invariants.promises(row.cell.strategy)
     print(
         report.load_table(ran.rows, f"{ops} ops per strategy, {workers} workers, kill rate {kill_rate:g}, seed {seed}")
     )

@@ -72,15 +72,26 @@ def select_cells(
     return cells
 
 
-def parse_expect(values: Sequence[str] | None) -> dict[tuple[str, str], dict[str, int]]:
-    """`STRATEGY@BOUNDARY=EFFECTS/MISSING`: the user's own expectation for a cell."""
+def with_handlers(cells: list[Cell], handlers: Sequence[str], keep_strategies: bool) -> list[Cell]:
+    """Users' jobs in every (boundary, fault, scenario) of the selection; the built-in
+    strategies' cells stay only if they were named."""
+    places = dict.fromkeys((c.boundary, c.fault, c.scenario, c.spread) for c in cells)
+    mine = [Cell(h, b, f, scenario, spread, handler=h) for b, f, scenario, spread in places for h in handlers]
+    return (cells if keep_strategies else []) + mine
+
+
+def parse_expect(
+    values: Sequence[str] | None, handlers: Sequence[str] = ()
+) -> dict[tuple[str, str], dict[str, int]]:
+    """`STRATEGY@BOUNDARY=EFFECTS/MISSING` (or a handler's `module:function@...`): the user's own expectation."""
     out: dict[tuple[str, str], dict[str, int]] = {}
     for value in values or ():
         try:
             where, numbers = value.split("=", 1)
-            strategy, boundary = where.split("@", 1)
+            strategy, boundary = where.rsplit("@", 1)
             effects, missing = (int(n) for n in numbers.split("/", 1))
-            parse_strategy(strategy)
+            if strategy not in handlers:
+                parse_strategy(strategy)
             parse_boundary(boundary)
         except ValueError as exc:
             detail = str(exc) if "unknown" in str(exc) else "expected STRATEGY@BOUNDARY=EFFECTS/MISSING"

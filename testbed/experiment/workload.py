@@ -21,6 +21,11 @@ def op_id(seq: int) -> str:
     return f"tenant-demo:notification:{seq}"
 
 
+def seq_of(op: str) -> int:
+    """The sequence number in an op id (`op_id`'s inverse)."""
+    return int(op.rsplit(":", 1)[1])
+
+
 @dataclass(frozen=True, slots=True)
 class Op:
     seq: int

@@ -17,6 +17,7 @@ from rq import Queue, Retry
 
 from labcore import plan as plans
 from labcore.keys import QUEUE, CellKeys
+from labcore.scoped import new_secret
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
@@ -26,6 +27,7 @@ from testbed.judge.checker import tally
 from testbed.judge.model import predict
 from testbed.judge.observe import job_id, op_facts
 from testbed.judge.scorecard import Expected, Row, latency_stats
+from testbed.lab import userjobs
 from testbed.nemesis.controller import Controller, Recovery
 from workers.handler import JobSpec
 
@@ -59,6 +61,11 @@ class RunOptions:
     history: bool = True
     # (strategy, boundary label) -> fields the user expects instead of the model's values
     overrides: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    # Users' jobs: the promise they are judged against, their import path, their work-horses' environment.
+    promise: str = "exactly-once"
+    paths: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,7 @@ class _Running:
     keys: CellKeys
     ledger: str
     plan: plans.Plan
+    function: str  # the RQ job function
     spec: dict[str, object]
     started: float
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
@@ -130,6 +138,8 @@ class CellRunner:
         self._failed_key = self.queue.failed_job_registry.key
         self._failed: set[str] = set()
         self._failed_count = stack.redis.zcard(self._failed_key)
+        # Signs users' jobs' scoped provider URLs.
+        self._secret = new_secret()
 
     def run(self, cells: list[Cell]) -> list[Row]:
         o = self.options
@@ -160,10 +170,10 @@ class CellRunner:
 
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
-        cell_id = f"c{index:03d}"
+        cell_id = f"{o.cell_prefix}{index:03d}"
         scenario = SCENARIOS[cell.scenario]
         ledger = f"{s.run_id}.{cell_id}"
-        spec = JobSpec(
+        builtin = JobSpec(
             prefix=s.keys.prefix,
             cell=cell_id,
             strategy=cell.strategy,
@@ -174,10 +184,18 @@ class CellRunner:
             max_waits=int(INFLIGHT_WAIT / POLL_INTERVAL),
             poll_interval=POLL_INTERVAL,
         )
+        function, spec = JOB_FUNCTION, asdict(builtin)
+        if cell.handler is not None:
+            function = userjobs.FUNCTION
+            spec = userjobs.job_spec(
+                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
+            )
         running = _Running(
-            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), asdict(spec), time.monotonic()
+            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic()
         )
         s.admin.put_ledger(ledger, scenario.contract)
+        if cell.handler is not None:
+            s.admin.put_scope_secret(ledger, self._secret)
         self._store_intents(running, scenario.declines_faulted_ops)
         self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys)
         self._enqueue(running, o.ops if o.window is None else min(o.ops, o.window))
@@ -224,13 +242,20 @@ class CellRunner:
         seen = self.controller.finish(r.id)
         wall = time.monotonic() - r.started
         failed = {f for f in self._failed if f.startswith(f"{r.id}-")}
-        result = tally(op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed))
-        expected = Expected.from_prediction(predict(r.cell, r.plan, o.ops, o.retries))
+        facts = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
+        if r.cell.handler is None:
+            judge = None
+            expected = Expected.from_prediction(predict(r.cell, r.plan, o.ops, o.retries))
+        else:  # no model of a user's job: its promise is checked instead
+            judge = userjobs.judge(o.promise, r.ledger, r.plan, seen.history if o.history else None)
+            facts = judge.watch(facts)
+            expected = Expected({})
+        result = tally(facts)
         override = o.overrides.get((r.cell.strategy, r.cell.boundary.value if r.cell.boundary else "none"))
         if override:
             expected = expected.override(override)
         extra = {"history": seen.history} if o.history else {}
-        return Row(
+        row = Row(
             cell=r.cell,
             counts=result.counts,
             kills=seen.kill_count,
@@ -243,6 +268,9 @@ class CellRunner:
             anomalies=seen.anomalies,
             extra=extra,
         )
+        if judge is not None:
+            row.broken, row.extra["promise"] = userjobs.verdict(judge, r.plan, o.ops, seen.faults)
+        return row
 
     def _progress(self, r: _Running, now: float) -> Progress:
         return Progress(r.cell, r.over, self.options.ops + r.extra, self.controller.kills(r.id), now - r.started)
@@ -279,7 +307,7 @@ class CellRunner:
     def _job(self, r: _Running, seq: int, op: str, suffix: str = "", at_front: bool = False) -> object:
         retries = self.options.retries
         return Queue.prepare_data(
-            JOB_FUNCTION,
+            r.function,
             args=(r.spec, op, seq),
             job_id=job_id(r.id, seq) + suffix,
             retry=Retry(max=retries) if retries else None,

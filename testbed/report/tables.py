@@ -11,16 +11,20 @@ from typing import Any
 
 from labcore.boundaries import NONE, ORDER, boundary_label
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.promises import OpReport
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
-LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider; ! differs from expectation"
+LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider, Nj jobs failed; ! differs from expectation"
+# Ops listed under a row that breaks its promise (all of them are in the results file).
+LISTED_OPS = 10
 
 
 def cell_text(row: Row) -> str:
     c = row.counts
     text = f"{c.effects} / {c.missing_operations}"
-    marks = [f"{n}{m}" for n, m in ((c.unresolved, "u"), (c.conflicts, "c"), (c.failed_by_provider, "f")) if n]
+    counted = ((c.unresolved, "u"), (c.conflicts, "c"), (c.failed_by_provider, "f"), (c.jobs_failed, "j"))
+    marks = [f"{n}{m}" for n, m in counted if n]
     if marks:
         text += f" ({' '.join(marks)})"
     return text if row.passed else text + " !"
@@ -45,6 +49,7 @@ def _tables(rows: Sequence[Row]) -> list[str]:
         columns = [NONE] if any(r.cell.boundary is None for r in members) else []
         columns += [b.value for b in ORDER if any(r.cell.boundary is b for r in members)]
         strategies = [s for s in STRATEGIES if any(r.cell.strategy == s for r in members)]
+        strategies += list(dict.fromkeys(r.cell.strategy for r in members if r.cell.handler))
         by_key = {(r.cell.strategy, boundary_label(r.cell.boundary)): r for r in members}
         title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {SCENARIOS[scenario].summary}"
         grid = [["strategy", *columns]]
@@ -63,6 +68,10 @@ def differences(rows: Sequence[Row]) -> str:
         if not row.passed:
             details = "; ".join(row.problems)
             lines.append(f"DIFFERS  {row.cell.label}: {details}")
+            listed = row.extra.get("promise", {}).get("ops", [])
+            lines += [f"    {OpReport.from_dict(op)}" for op in listed[:LISTED_OPS]]
+            if len(listed) > LISTED_OPS:
+                lines.append(f"    ... {len(listed) - LISTED_OPS} more listed in the results file")
     return "\n".join(lines)
 
 

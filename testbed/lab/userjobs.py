@@ -1,0 +1,114 @@
+"""The lab's side of a user's own job: the handler checked before a run starts
+anything, the job's spec, and the cell's verdict against the promise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from labcore.plan import Armed, EveryNth, Plan
+from labcore.scoped import user_op_id
+from testbed.errors import UsageError
+from testbed.experiment.workload import seq_of
+from testbed.judge.promises import Judge, Promise, broken, parse_promise
+from workers.target import USER_JOBS_ENV, TargetError, split
+
+FUNCTION = "workers.userjob.perform"
+_CHECK_TIMEOUT = 120.0
+
+
+def prepare(handlers: Sequence[str], paths: Sequence[str], promise: str = Promise.EXACTLY_ONCE) -> tuple[str, ...]:
+    """Check the handlers before anything starts (each must import and name a
+    callable), and have the run's workers preload the job wrapper. The paths, absolute."""
+    try:
+        parse_promise(promise)
+        for spec in handlers:
+            split(spec)
+    except (ValueError, TargetError) as exc:
+        raise UsageError(str(exc)) from None
+    absolute = tuple(str(Path(p).resolve()) for p in paths)
+    for path in absolute:
+        if not Path(path).is_dir():
+            raise UsageError(f"--path {path} is not a directory")
+    if handlers:
+        check(handlers, absolute)
+        os.environ[USER_JOBS_ENV] = "1"
+    return absolute
+
+
+def check(handlers: Sequence[str], paths: Sequence[str]) -> None:
+    """Import the handlers in a process of their own, as a work-horse will (the
+    lab never imports users' code)."""
+    argv = [sys.executable, "-m", "workers.target", *handlers]
+    for path in paths:
+        argv += ["--path", path]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_CHECK_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"importing {', '.join(handlers)} took longer than {_CHECK_TIMEOUT:.0f} s") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise UsageError(lines[-1] if lines else f"importing {', '.join(handlers)} exited with {done.returncode}")
+
+
+def job_spec(
+    prefix: str,
+    cell: str,
+    handler: str,
+    ledger: str,
+    provider: str,
+    secret: str,
+    paths: Sequence[str],
+    env: dict[str, str],
+) -> dict[str, Any]:
+    from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
+
+    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, secret, list(paths), dict(env)))
+
+
+def _fault_text(armed: tuple[Armed, ...], history: list[dict[str, Any]] | None) -> str:
+    if not armed:
+        return "no fault armed"
+    parts = []
+    for a in armed:
+        text = f"{a.fault} at {a.boundary} on attempt {a.attempt}"
+        if history is not None:
+            hit = any(
+                e["event"] == "hit" and (e.get("attempt"), e.get("boundary")) == (a.attempt, a.boundary)
+                for e in history
+            )
+            text += "" if hit else " (not reached)"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def judge(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> Judge:
+    def fault_of(intent: str) -> str:
+        return _fault_text(plan.armed(seq_of(intent)), None if history is None else history.get(intent, []))
+
+    return Judge(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
+
+
+def verdict(judge: Judge, plan: Plan, ops: int, faults_hit: int) -> tuple[list[str], dict[str, Any]]:
+    """The row's broken promises (and armed faults the job never reached), and its stored verdict."""
+    stored = judge.to_json()
+    unreached = 0
+    if isinstance(plan, EveryNth):  # every armed (first) attempt runs: each fault must be reached
+        unreached = max(0, sum(1 for seq in range(1, ops + 1) if plan.armed(seq)) - faults_hit)
+    stored["unreached"] = unreached
+    return broken(judge.promise, judge.counts) + unreached_faults(stored), stored
+
+
+def unreached_faults(stored: dict[str, Any]) -> list[str]:
+    n = stored.get("unreached", 0)
+    if not n:
+        return []
+    return [
+        f"{n} armed fault{'s' * (n != 1)} never reached: the cell did not test its boundary "
+        "(with a client the lab does not instrument, call testbed.boundary(...))"
+    ]
