@@ -158,7 +158,7 @@ class Lab:
             cell_timeout=cell_timeout,
             parallel=parallel,
             promise=promise,
-            paths=userjobs.prepare(handlers, paths, promise),
+            paths=userjobs.prepare(handlers, paths, promise, env),
             env=dict(env or {}),
             cell_prefix=f"r{self._runs}c",
         )

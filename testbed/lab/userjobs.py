@@ -22,9 +22,15 @@ FUNCTION = "workers.userjob.perform"
 _CHECK_TIMEOUT = 120.0
 
 
-def prepare(handlers: Sequence[str], paths: Sequence[str], promise: str = Promise.EXACTLY_ONCE) -> tuple[str, ...]:
-    """Check the handlers before anything starts (each must import and name a
-    callable), and have the run's workers preload the job wrapper. The paths, absolute."""
+def prepare(
+    handlers: Sequence[str],
+    paths: Sequence[str],
+    promise: str = Promise.EXACTLY_ONCE,
+    env: dict[str, str] | None = None,
+) -> tuple[str, ...]:
+    """Check the handlers before anything starts (each must import and name a callable, with
+    `env` set as in its work-horses), and have the run's workers preload the job wrapper.
+    The paths, absolute."""
     try:
         parse_promise(promise)
         for spec in handlers:
@@ -36,19 +42,21 @@ def prepare(handlers: Sequence[str], paths: Sequence[str], promise: str = Promis
         if not Path(path).is_dir():
             raise UsageError(f"--path {path} is not a directory")
     if handlers:
-        check(handlers, absolute)
+        check(handlers, absolute, env or {})
         os.environ[USER_JOBS_ENV] = "1"
     return absolute
 
 
-def check(handlers: Sequence[str], paths: Sequence[str]) -> None:
+def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str]) -> None:
     """Import the handlers in a process of their own, as a work-horse will (the
     lab never imports users' code)."""
     argv = [sys.executable, "-m", "workers.target", *handlers]
     for path in paths:
         argv += ["--path", path]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_CHECK_TIMEOUT, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=_CHECK_TIMEOUT, stdin=subprocess.DEVNULL, env=os.environ | env
+        )
     except subprocess.TimeoutExpired:
         raise UsageError(f"importing {', '.join(handlers)} took longer than {_CHECK_TIMEOUT:.0f} s") from None
     if done.returncode != 0:
