@@ -33,6 +33,8 @@ class Jobs:
         else:
             self._conn = sqlite3.connect(sqlite_path(), timeout=30, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # Survives a crash of the process (what the lab does to it), not a power loss.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
             self._mark = "?"
         self._conn.execute(SCHEMA)
 

@@ -169,11 +169,12 @@ class Lab:
 def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
     """The lab's stack, started once for the session."""
     from testbed.infra.stack import Stack, StackOptions
-    from workers.target import USER_JOBS_ENV
+    from workers.target import USER_JOBS_ENV, jobs_env
 
     run_id = _claim_rq_prefix()
-    # The workers preload the user-job wrapper and the HTTP clients it instruments.
-    os.environ[USER_JOBS_ENV] = "1"
+    # The workers preload the user-job wrapper and the HTTP clients it instruments (the
+    # handlers are not known yet: each work-horse imports its handler and what it needs).
+    os.environ[USER_JOBS_ENV] = jobs_env([])
     workers = pytestconfig.getoption("testbed_workers", default=4)
     with Stack(run_id, StackOptions(workers=workers)) as stack:
         from testbed.lab import runner

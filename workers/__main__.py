@@ -24,8 +24,12 @@ def main() -> None:
 
     import workers.handler  # noqa: F401  (preload for the work-horses)
 
-    if os.environ.get(USER_JOBS_ENV):  # users' jobs: their wrapper, and the HTTP clients it instruments
+    jobs = os.environ.get(USER_JOBS_ENV)
+    if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import
         from workers import userjob  # noqa: F401
+        from workers.target import preload
+
+        preload(jobs)
 
     rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
 

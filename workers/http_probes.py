@@ -134,6 +134,8 @@ def _httpx() -> None:
 
 
 def _requests() -> None:
+    import netrc  # noqa: F401  (requests imports it on every call: once here, not in each work-horse)
+
     import requests
     import requests.adapters
 

@@ -3,6 +3,7 @@ anything, the job's spec, and the cell's verdict against the promise."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from labcore.scoped import user_op_id
 from testbed.errors import UsageError
 from testbed.experiment.workload import seq_of
 from testbed.judge.promises import Judge, Promise, broken, parse_promise
-from workers.target import USER_JOBS_ENV, TargetError, split
+from workers.target import USER_JOBS_ENV, TargetError, jobs_env, split
 
 FUNCTION = "workers.userjob.perform"
 _CHECK_TIMEOUT = 120.0
@@ -42,14 +43,13 @@ def prepare(
         if not Path(path).is_dir():
             raise UsageError(f"--path {path} is not a directory")
     if handlers:
-        check(handlers, absolute, env or {})
-        os.environ[USER_JOBS_ENV] = "1"
+        os.environ[USER_JOBS_ENV] = jobs_env(check(handlers, absolute, env or {}))
     return absolute
 
 
-def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str]) -> None:
+def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str]) -> list[str]:
     """Import the handlers in a process of their own, as a work-horse will (the
-    lab never imports users' code)."""
+    lab never imports users' code); the installed libraries they import."""
     argv = [sys.executable, "-m", "workers.target", *handlers]
     for path in paths:
         argv += ["--path", path]
@@ -62,6 +62,10 @@ def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str]) ->
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         raise UsageError(lines[-1] if lines else f"importing {', '.join(handlers)} exited with {done.returncode}")
+    try:  # the last line: the handlers' own output comes first
+        return [str(name) for name in json.loads(done.stdout.strip().splitlines()[-1])]
+    except (ValueError, IndexError, TypeError):
+        return []
 
 
 def job_spec(

@@ -1,12 +1,13 @@
 """Finding a user's job function by name, and the one-line reasons it cannot be used."""
 
+import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from workers.target import TargetError, load, split
+from workers.target import TargetError, jobs_env, load, preload, split
 
 
 def test_a_function_by_module_and_name():
@@ -40,12 +41,20 @@ def test_a_module_that_fails_at_import_names_its_error(tmp_path):
 
 def test_the_check_process_exits_2_with_the_cause(tmp_path):
     (tmp_path / "reads_env_job.py").write_text(
-        "import os\nBASE = os.environ['TESTBED_PROVIDER_URL']\ndef send(op_id, payload): pass\nVALUE = 1\n"
+        "import os, sqlite3\nBASE = os.environ['TESTBED_PROVIDER_URL']\ndef send(op_id, payload): pass\nVALUE = 1\n"
     )
     check = [sys.executable, "-m", "workers.target", "--path", str(tmp_path)]
     ok = subprocess.run([*check, "reads_env_job:send"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
+    libraries = json.loads(ok.stdout)  # for the workers to preload: installed modules, not the user's
+    assert "sqlite3" in libraries and "reads_env_job" not in libraries
     bad = subprocess.run([*check, "reads_env_job:send", "reads_env_job:VALUE"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.strip() == "handler reads_env_job:VALUE: VALUE is not callable (it is a int)"
     assert split("reads_env_job:send") == ("reads_env_job", "send")
+
+
+def test_the_worker_preloads_libraries_and_skips_what_fails():
+    sys.modules.pop("colorsys", None)
+    preload(jobs_env(["a_module_that_is_not_installed", "colorsys"]))
+    assert "colorsys" in sys.modules
