@@ -58,6 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class Rows(list["Row"]):
     """The rows of one `lab.run`, as `testbed chaos` prints them, with the promise checks."""
 
+    def __init__(self, rows: Iterable[Row], note: str = "") -> None:
+        super().__init__(rows)
+        self.note = note
+
     def row(self, boundary: str = "none", fault: str = "kill", handler: str | None = None) -> Row:
         for row in self:
             c = row.cell
@@ -68,18 +72,22 @@ class Rows(list["Row"]):
     def table(self) -> str:
         from testbed.report.tables import tables
 
-        return tables(self, "lab.run")
+        return tables(self, self.note)
 
     def assert_exactly_once(self) -> None:
+        __tracebackhide__ = True
         self._assert("exactly-once")
 
     def assert_at_least_once(self) -> None:
+        __tracebackhide__ = True
         self._assert("at-least-once")
 
     def assert_at_most_once(self) -> None:
+        __tracebackhide__ = True
         self._assert("at-most-once")
 
     def _assert(self, name: str) -> None:
+        __tracebackhide__ = True
         from testbed.judge.promises import breaches, broken, counts_of, parse_promise
         from testbed.lab import userjobs
 
@@ -162,7 +170,9 @@ class Lab:
             env=dict(env or {}),
             cell_prefix=f"r{self._runs}c",
         )
-        return Rows(run_cells(self.stack, options, progress=lambda line: print(line, file=sys.stderr)))
+        rows = run_cells(self.stack, options, progress=lambda line: print(line, file=sys.stderr))
+        plural = "retry" if retries == 1 else "retries"
+        return Rows(rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
 
 
 @pytest.fixture(scope="session")
