@@ -10,6 +10,7 @@ import pytest
 
 from testbed.errors import UsageError
 from testbed.infra.redis_server import PrivateRedis
+from tests.e2e.postgres import private_postgres
 
 pytestmark = pytest.mark.e2e
 
@@ -184,3 +185,23 @@ def test_a_job_that_raises_fails_and_the_run_goes_on(lab, db):
 def test_bad_handlers_are_refused_before_any_work(lab, handler, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         lab.run(handler, paths=[ROOT])
+
+
+def test_reconciling_job_with_its_state_in_postgresql(lab):
+    import psycopg
+
+    with private_postgres() as url:
+        rows = lab.run(
+            "examples.reconciling:send",
+            boundaries=["before-request", "before-effect", "after-effect", "after-record"],
+            faults=["kill", "timeout"],
+            ops=20,
+            every=5,
+            env={"DATABASE_URL": url},
+        )
+        for row in rows:
+            assert counts(row) == (20, 0, 4), row.cell.label
+        rows.assert_exactly_once()
+        with psycopg.connect(url) as db:  # the job's own records are there, every op done
+            states = db.execute("SELECT state, count(*) FROM example_jobs GROUP BY state").fetchall()
+        assert states == [("done", 20 * len(rows))]
