@@ -45,15 +45,15 @@ def scoped_router(store: Store, holds: Holds) -> APIRouter:
     from provider.app import _held_send, _json
 
     router = APIRouter()
-    secrets: dict[str, str] = {}  # ledger -> secret, read through from the store
+    known: dict[str, str] = {}  # ledger -> its scope secret, read through from the store
     fired: set[str] = set()  # armed hits already used: each holds one request
 
     def scope_of(token: str) -> Scope:
         ledger = read(token).ledger
-        secret = secrets.get(ledger) or store.scope_secret(ledger)
+        secret = known.get(ledger) or store.scope_secret(ledger)
         if secret is None:
             raise BadScope(f"no scoped access to ledger {ledger!r}")
-        secrets[ledger] = secret
+        known[ledger] = secret
         return verify(token, secret)
 
     def first_use(scope: Scope) -> Hit | None:
@@ -68,7 +68,7 @@ def scoped_router(store: Store, holds: Holds) -> APIRouter:
     @router.put("/ledgers/{ledger}/scope")
     async def put_scope(ledger: str, body: ScopeBody) -> dict[str, str]:
         store.put_scope_secret(ledger, body.secret)
-        secrets[ledger] = body.secret
+        known[ledger] = body.secret
         return {"ledger": ledger}
 
     @router.api_route(ROOT + "/{token}/api/{path:path}", methods=sorted(EFFECT_METHODS))
