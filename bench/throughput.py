@@ -1,11 +1,16 @@
 """Throughput of `testbed load` without faults against raw RQ, in the same run.
 
-    python bench/throughput.py [--ops 2000] [--workers 4] [--strategy provider-key]
+    python bench/throughput.py [--ops 2000] [--workers 4] [--strategy provider-key] [--handler MODULE:FUNCTION]...
 
 Baseline: the same number of plain `rq worker` processes (the default forking
 Worker) on a private Redis, draining no-op jobs. Then `testbed load` with no
 kills: every job is a tool call that reads its intent, writes its markers and
 sends its request to the provider. The ratio is ours / raw (target: 0.8).
+With --handler (repeatable), users' jobs run the same load on the same number
+of workers after the built-in strategy, each with its ratio to it (target:
+0.9): `wire_job:send` (this folder) sends what the built-in sends, so its
+ratio is the cost of the user-job path itself; `examples.keyed:send` adds its
+own client (requests) and its own database (SQLite).
 """
 
 from __future__ import annotations
@@ -56,14 +61,13 @@ def raw_rq(ops: int, workers: int, work: Path) -> float:
         server.stop()
 
 
-def testbed_load(ops: int, workers: int, strategy: str, work: Path) -> float:
+def testbed_load(ops: int, workers: int, selection: list[str], work: Path) -> float:
     out = work / "load.json"
     argv = [sys.executable, "-m", "testbed", "load", "--kill-rate", "0", "--ops", str(ops), "--workers", str(workers)]
-    subprocess.run(
-        [*argv, "-s", strategy, "--json", str(out), "--store", str(work / "runs")],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    # The examples keep their own state: in the bench's temp dir.
+    env = {**os.environ, "EXAMPLES_DB": str(work / "examples.sqlite3")}
+    argv += [*selection, "--path", str(HERE), "--json", str(out), "--store", str(work / "runs")]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=HERE.parent)
     row = json.loads(out.read_text())["rows"][0]
     assert row["verdict"] == "pass", row["differences"]
     return ops / row["wallSeconds"]
@@ -74,17 +78,21 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--strategy", default="provider-key")
+    parser.add_argument("--handler", action="append", default=[], help="a user's job (MODULE:FUNCTION) to measure")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
         raw = raw_rq(args.ops, args.workers, work)
-        ours = testbed_load(args.ops, args.workers, args.strategy, work)
+        ours = testbed_load(args.ops, args.workers, ["-s", args.strategy], work)
+        mine = {h: testbed_load(args.ops, args.workers, ["--handler", h], work) for h in args.handler}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus")
     print(f"raw RQ, no-op jobs:            {raw:6.1f} jobs/s")
     print(f"testbed load ({args.strategy}): {ours:6.1f} ops/s")
     print(f"ratio: {ours / raw:.2f} (target 0.8)")
+    for handler, rate in mine.items():
+        print(f"testbed load --handler {handler}: {rate:6.1f} ops/s, {rate / ours:.2f} of the built-in (target 0.9)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ def op_id(seq: int) -> str:
     return f"tenant-demo:notification:{seq}"
 
 
+def seq_of(op: str) -> int:
+    """The sequence number in an op id (`op_id`'s inverse; a re-minted id has it too)."""
+    return int(op.split(":")[2])
+
+
 def reminted_id(op: str) -> str:
     """The identity the planner re-creates an op under (the remint scenario)."""
     return f"{op}:r1"

@@ -11,6 +11,7 @@ Every route but /health needs the run's bearer token (when the provider has
 one). A request is parsed and checked whole (headers, body) before the store
 claims its key, so a rejected request changes nothing and holds no key; bad
 input gets 400, an oversized body 413, and no error repeats the input.
+Scoped:   /s/{token}/...  a user's own job, any HTTP client (provider/api.py)
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from labcore.events import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
+from labcore.scoped import ROOT
+from provider.api import scoped_router
 from provider.contract import Contract
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
@@ -48,6 +51,7 @@ MAX_NAME = 200  # ledger names and references
 MAX_ATTEMPT = 1_000_000  # far above any Retry(max=N); keeps the log's INTEGER column in range
 MAX_SECONDS = 10 * 365 * 86_400.0  # retention, listing lag, one clock step: finite and bounded
 OPEN_PATHS = frozenset({"/health"})  # answers "ok" and nothing else
+SCOPED = f"{ROOT}/"  # users' jobs' signed URLs: checked by their signature (provider/api.py)
 
 ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Any]
 
@@ -234,7 +238,7 @@ class Guard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self._token is not None and scope["path"] not in OPEN_PATHS:
+        if self._token is not None and scope["path"] not in OPEN_PATHS and not scope["path"].startswith(SCOPED):
             presented = headers.get(b"authorization")
             if not matches(None if presented is None else presented.decode("latin-1"), self._token):
                 await _refuse(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
@@ -421,6 +425,8 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
     async def withdraw(ledger: LedgerName, reference: Reference) -> dict[str, int]:
         return {"withdrawn": store.withdraw(ledger, reference)}
 
+    # Users' own jobs, on per-attempt signed URLs: the signature is their credential.
+    app.include_router(scoped_router(store, holds))
     app.openapi = lambda: _document(app, protected=token is not None)  # type: ignore[method-assign]
     return Guard(app, token)
 

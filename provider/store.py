@@ -63,6 +63,11 @@ CREATE TABLE IF NOT EXISTS requests (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_by_reference ON requests (ledger, reference);
+-- The secret each ledger's scoped URLs (users' jobs) are signed with.
+CREATE TABLE IF NOT EXISTS scope_secrets (
+    ledger TEXT PRIMARY KEY,
+    secret TEXT NOT NULL
+);
 -- Reads are counted, not logged: a read costs no storage beyond its reference's counter.
 CREATE TABLE IF NOT EXISTS reads (
     ledger TEXT NOT NULL,
@@ -256,6 +261,18 @@ class Store:
             )
             return [LoggedEffect(*row) for row in rows]
 
+    def put_scope_secret(self, ledger: str, secret: str) -> None:
+        """The secret that signs the ledger's scoped base URLs; kept with the log,
+        so a restarted provider still honours the URLs handed out before."""
+        with self._lock:
+            self._ledger(ledger)
+            self._db.execute("INSERT OR REPLACE INTO scope_secrets VALUES (?, ?)", (ledger, secret))
+
+    def scope_secret(self, ledger: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT secret FROM scope_secrets WHERE ledger = ?", (ledger,)).fetchone()
+            return None if row is None else row[0]
+
 
 @dataclass(frozen=True, slots=True)
 class LoggedEffect:
@@ -265,6 +282,8 @@ class LoggedEffect:
     fingerprint: str
     applied_at: float
     withdrawn_at: float | None
+
+    # -- scoped access (provider/api.py) -------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import os
 import sys
 
 from labcore.procs import die_with_parent
+from workers.target import USER_JOBS_ENV
 
 
 def main() -> None:
@@ -26,6 +27,13 @@ def main() -> None:
     from rq.cli import main as rq_main
 
     import workers.handler  # noqa: F401  (preload for the work-horses)
+
+    jobs = os.environ.get(USER_JOBS_ENV)
+    if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import
+        from workers import userjob  # noqa: F401
+        from workers.target import preload
+
+        preload(jobs)
 
     rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
 

@@ -45,6 +45,26 @@ Expect = Annotated[
         " STRATEGY@BOUNDARY[:FAULT[:SCENARIO]]=EFFECTS/MISSING.",
     ),
 ]
+Handlers = Annotated[
+    list[str] | None,
+    Option(
+        "--handler",
+        metavar="MODULE:FUNCTION",
+        help="Your own job, called as function(op_id, payload) with TESTBED_PROVIDER_URL set (repeatable).",
+    ),
+]
+Paths = Annotated[
+    list[Path] | None,
+    Option("--path", metavar="DIR", help="Put DIR on the import path of --handler (repeatable; . is on it)."),
+]
+PromiseOption = Annotated[
+    str,
+    Option(
+        "--promise",
+        metavar="PROMISE",
+        help="What --handler is judged against: exactly-once, at-least-once, at-most-once.",
+    ),
+]
 Yes = Annotated[bool, Option("--yes", "-y", help="Run even past the limits (30 min or 2 GB of Redis, estimated).")]
 ClientTimeout = Annotated[
     float,

@@ -24,6 +24,9 @@ from testbed.cli.options import (
     CellTimeout,
     ClientTimeout,
     Expect,
+    Handlers,
+    Paths,
+    PromiseOption,
     ResultsPath,
     Retries,
     Seed,
@@ -36,9 +39,17 @@ from testbed.cli.options import (
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
-from testbed.experiment.selection import at_least, parse_all, parse_expect, parse_kill_fault, select_cells
+from testbed.experiment.selection import (
+    at_least,
+    parse_all,
+    parse_expect,
+    parse_kill_fault,
+    select_cells,
+    with_handlers,
+)
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
+from testbed.lab import userjobs
 from testbed.lab.store import REPORT, RESULTS, RunStore, read_history
 from workers.strategies import STRATEGIES, parse_strategy
 
@@ -236,15 +247,23 @@ def chaos(
     expect: Expect = None,
     cell_timeout: CellTimeout = None,
     yes: Yes = False,
+    handler: Handlers = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
-    """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell."""
+    """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell
+    (a strategy's against the model; your own job's, with --handler, against its promise)."""
+    names = parse_all(strategy, lambda s: parse_strategy(s).name)
     cells = select_cells(
         matrix,
-        parse_all(strategy, lambda s: parse_strategy(s).name),
+        names,
         parse_all(boundary, parse_boundary),
         parse_all(fault, parse_fault),
         parse_all(scenario, lambda s: parse_scenario(s).name),
     )
+    handlers = handler or []
+    if handlers:
+        cells = with_handlers(cells, handlers, keep_strategies=names is not None)
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--parallel", parallel, 1, 16)
@@ -252,9 +271,11 @@ def chaos(
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     overrides = parse_expect(expect, cells)
     stack, mode = _stack(stack_args)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import tables as report
 
     meta = {"matrix": matrix, "ops": ops, "every": every, "parallel": parallel, **_shared(stack_args)}
+    meta |= {"handlers": handlers, "promise": promise} if handlers else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(stack.settings), "expect": _expectations(overrides)}
     out = Output("chaos", json_path, meta, seed, store_args)
@@ -274,6 +295,8 @@ def chaos(
         client_timeout=client_timeout,
         parallel=parallel,
         overrides=overrides,
+        promise=promise,
+        paths=paths,
     )
     plural = "retry" if retries == 1 else "retries"
     print(
@@ -313,6 +336,11 @@ def replay(
     json_path: ResultsPath = Path("replay.json"),
     cell_timeout: CellTimeout = None,
     yes: Yes = False,
+    handler: Annotated[
+        str | None, Option("--handler", metavar="MODULE:FUNCTION", help="Your own job instead of -s.")
+    ] = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
     """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
     chosen = [parse_kill_fault("replay", fault)]
@@ -321,10 +349,14 @@ def replay(
     if where[0] is None:
         raise UsageError("replay needs a boundary to kill at")
     cells = select_cells("article", parse_all([strategy], lambda s: parse_strategy(s).name), where, chosen, None)
+    handlers = [handler] if handler else []
+    if handlers:
+        cells = with_handlers(cells, handlers, keep_strategies=False)
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--retries", retries, 1, 10)
     stack, mode = _stack(stack_args)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import timeline
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **_shared(stack_args)}
@@ -338,7 +370,21 @@ def replay(
         )
     estimate = checks.Estimate.of(1, ops, 1 / every, retries, stack_args.workers, ops)
     plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
-    ran = _run(stack, mode, cells, ops, cell_timeout, out, estimate, yes, plan=plan, retries=retries, seed=seed)
+    ran = _run(
+        stack,
+        mode,
+        cells,
+        ops,
+        cell_timeout,
+        out,
+        estimate,
+        yes,
+        plan=plan,
+        retries=retries,
+        seed=seed,
+        promise=promise,
+        paths=paths,
+    )
     row = ran.rows[0]
     print(timeline.render(row.extra.get("history", {})))
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
@@ -378,9 +424,14 @@ def load(
     client_timeout: ClientTimeout = 2.0,
     cell_timeout: CellTimeout = None,
     yes: Yes = False,
+    handler: Handlers = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
 ) -> int:
-    """Many workers, seeded random kills: check each strategy's invariants (and the model) under load."""
-    names = parse_all(strategy, lambda s: parse_strategy(s).name) or list(STRATEGIES)
+    """Many workers, seeded random kills: check each strategy's invariants (and the model) under load;
+    your own job's (--handler) against its promise."""
+    handlers = handler or []
+    names = parse_all(strategy, lambda s: parse_strategy(s).name) or ([] if handlers else list(STRATEGIES))
     where = parse_all(boundary, parse_boundary) or list(ORDER)
     if None in where:
         raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
@@ -391,8 +442,10 @@ def load(
     checks.finite("--window", window, 100, 1_000_000)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     stack, mode = _stack(stack_args)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
+    cells += [Cell(h, None, chosen[0], spread=kill_rate > 0, handler=h) for h in handlers]
     from testbed.report import tables as report
 
     meta = {"ops": ops, "killRate": kill_rate, **_shared(stack_args)}
@@ -417,6 +470,8 @@ def load(
         window=window,
         history=False,
         promises=True,
+        promise=promise,
+        paths=paths,
     )
     note = f"{ops} ops per strategy, {stack_args.workers} workers, kill rate {kill_rate:g}, seed {seed}"
     print(report.load_table(ran.rows, note))

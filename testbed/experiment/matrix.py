@@ -18,6 +18,8 @@ class Cell:
     fault: Fault = Fault.KILL
     scenario: str = "none"
     spread: bool = False  # load: faults strike at boundaries drawn by the plan, not at `boundary`
+    # A user's job (`module:function`) instead of a built-in strategy; `strategy` is then its row label.
+    handler: str | None = None
 
     @property
     def where(self) -> str:

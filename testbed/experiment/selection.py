@@ -75,6 +75,14 @@ def select_cells(
     return cells
 
 
+def with_handlers(cells: list[Cell], handlers: Sequence[str], keep_strategies: bool) -> list[Cell]:
+    """Users' jobs in every (boundary, fault, scenario) of the selection; the built-in
+    strategies' cells stay only if they were named."""
+    places = dict.fromkeys((c.boundary, c.fault, c.scenario, c.spread) for c in cells)
+    mine = [Cell(h, b, f, scenario, spread, handler=h) for b, f, scenario, spread in places for h in handlers]
+    return (cells if keep_strategies else []) + mine
+
+
 def _full(
     strategies: list[str] | None,
     boundaries: list[Boundary | None] | None,
@@ -104,7 +112,7 @@ def _why_empty(strategies: list[str] | None, scenarios: list[str] | None) -> str
 
 
 _EXPECT = re.compile(
-    r"^(?P<strategy>[\w-]+)@(?P<boundary>[\w-]+)(?::(?P<fault>[\w-]+))?(?::(?P<scenario>[\w-]+))?"
+    r"^(?P<strategy>[^@=]+)@(?P<boundary>[\w-]+)(?::(?P<fault>[\w-]+))?(?::(?P<scenario>[\w-]+))?"
     r"=(?P<effects>\d+)/(?P<missing>\d+)$"
 )
 EXPECT_FORM = "STRATEGY@BOUNDARY[:FAULT[:SCENARIO]]=EFFECTS/MISSING"
@@ -119,7 +127,8 @@ def parse_expect(values: Sequence[str] | None, cells: Sequence[Cell]) -> dict[Ce
             raise UsageError(f"bad --expect {value!r}: expected {EXPECT_FORM} (counts are whole numbers)")
         where = match.groupdict()
         try:
-            parse_strategy(where["strategy"])
+            if not any(c.handler == where["strategy"] for c in cells):  # a user's job is named as given
+                parse_strategy(where["strategy"])
             parse_boundary(where["boundary"]) if where["boundary"] != "random" else None
             if where["fault"]:
                 parse_fault(where["fault"]) if where["fault"] != "none" else None

@@ -90,6 +90,10 @@ class ProviderAdmin:
     def put_ledger(self, ledger: str, contract: Contract) -> None:
         self._check(self._http.put(f"/ledgers/{quote(ledger, safe='')}", json=contract.to_dict()))
 
+    def put_scope_secret(self, ledger: str, secret: str) -> None:
+        """The secret users' jobs' scoped URLs for this ledger are signed with (provider/api.py)."""
+        self._check(self._http.put(f"/ledgers/{quote(ledger, safe='')}/scope", json={"secret": secret}))
+
     def advance_clock(self, ledger: str, seconds: float) -> None:
         self._check(self._http.post(f"/ledgers/{quote(ledger, safe='')}/clock", json={"advance_seconds": seconds}))
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from labcore.plan import Plan
 from testbed.experiment.matrix import Cell
-from testbed.judge import invariants
+from testbed.judge import invariants, promises
 from testbed.judge.checker import OpFacts, Tally
 from testbed.judge.model import inexact_fields, predict_ops
 from testbed.judge.observer import CellObservations
+from testbed.judge.promises import Promise
 from testbed.judge.scorecard import Expected, Row, latency_stats
 
 # Enough to see a pattern; the counts say how many there are in all.
@@ -51,11 +52,15 @@ class Judgement:
     retries: int
     overrides: dict[str, int] | None = None  # the user's own expectation for this cell
     promises: bool = False  # also check what the strategy promises whatever the faults (load)
+    ledger: str = ""
+    promise: str = Promise.EXACTLY_ONCE  # what a user's job (a cell with a handler) is judged against
 
 
 def judge(
     j: Judgement, observed: Iterable[Sequence[OpFacts]], seen: CellObservations, workers: int, wall: float
 ) -> Row:
+    if j.cell.handler is not None:
+        return _judge_by_promise(j, observed, seen, workers, wall)
     fields = [*_FACTS, *(f for f, total in _TIMED.items() if total not in inexact_fields(j.cell.fault))]
     real, model = Tally(), Tally()
     kills = faults = 0
@@ -72,6 +77,33 @@ def judge(
     expected = Expected.from_tally(model, kills, faults, inexact_fields(j.cell.fault))
     if j.overrides:
         expected = expected.override(j.overrides)
+    row = _row(j, real, expected, seen, workers, wall)
+    if j.promises:
+        row.broken = invariants.broken(j.cell.strategy, real.counts)
+        row.extra["invariants"] = invariants.promises(j.cell.strategy)
+    if not row.passed:
+        row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]
+    return row
+
+
+def _judge_by_promise(
+    j: Judgement, observed: Iterable[Sequence[OpFacts]], seen: CellObservations, workers: int, wall: float
+) -> Row:
+    """A user's job has no model: the facts are checked against its promise instead."""
+    history = seen.history_json() if seen.keep_history else None
+    by_promise = promises.judge_for(j.promise, j.ledger, j.plan, history)
+    real = Tally()
+    for facts in by_promise.watch(observed):
+        real.add(facts)
+    expected = Expected({})
+    if j.overrides:
+        expected = expected.override(j.overrides)
+    row = _row(j, real, expected, seen, workers, wall)
+    row.broken, row.extra["promise"] = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
+    return row
+
+
+def _row(j: Judgement, real: Tally, expected: Expected, seen: CellObservations, workers: int, wall: float) -> Row:
     row = Row(
         cell=j.cell,
         counts=real.counts,
@@ -83,14 +115,9 @@ def judge(
         held=real.held,
         replay_latency_ms=latency_stats(list(seen.replay_latencies_ms)),
         anomalies=seen.anomalies,
-        broken=invariants.broken(j.cell.strategy, real.counts) if j.promises else [],
     )
-    if j.promises:
-        row.extra["invariants"] = invariants.promises(j.cell.strategy)
     if seen.keep_history:
         row.extra["history"] = seen.history_json()
-    if not row.passed:
-        row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]
     return row
 
 

@@ -29,6 +29,7 @@ from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, PROVIDER_LOG, RESULTS, read_history
 from workers.flow import Outcome
+from workers.strategies import STRATEGIES
 
 Overrides = dict[Cell, dict[str, int]]
 
@@ -71,6 +72,8 @@ def recheck(path: Path, results: dict[str, Any], overrides: Overrides | None = N
                 int(options["retries"]),
                 _expected(cell, overrides, options),
                 promises=command == "load",
+                ledger=ledgers[cell_id],
+                promise=options.get("promise", "exactly-once"),
             )
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
             rows.append(judge(judgement, observed, seen[cell_id], int(stored["workers"]), float(stored["wallSeconds"])))
@@ -120,7 +123,8 @@ def _cell(row: dict[str, Any]) -> Cell:
     spread = row["boundary"] == "random"
     boundary = None if spread else parse_boundary(row["boundary"])
     fault = Fault(row["fault"]) if row["fault"] != "none" else Fault.KILL
-    return Cell(row["strategy"], boundary, fault, row["scenario"], spread=spread)
+    handler = None if row["strategy"] in STRATEGIES else row["strategy"]  # a user's job, named as given
+    return Cell(row["strategy"], boundary, fault, row["scenario"], spread=spread, handler=handler)
 
 
 def _plan(cell: Cell, options: dict[str, Any], seed: int) -> Plan:

@@ -18,6 +18,7 @@ import redis as redis_lib
 from rq import Queue, Retry
 
 from labcore import plan as plans
+from labcore.credentials import new_secret
 from labcore.events import EventKind, Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind
@@ -31,6 +32,7 @@ from testbed.judge.checker import OpFacts
 from testbed.judge.observe import op_facts
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
+from testbed.lab import userjobs
 from testbed.lab.series import Series
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
 from testbed.nemesis.controller import Controller
@@ -71,6 +73,11 @@ class RunOptions:
     promises: bool = False
     # cell -> fields the user expects instead of the model's values
     overrides: dict[Cell, dict[str, int]] = field(default_factory=dict)
+    # Users' jobs: the promise they are judged against, their import path, their work-horses' environment.
+    promise: str = "exactly-once"
+    paths: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,7 @@ class _Running:
     keys: CellKeys
     ledger: str
     plan: plans.Plan
+    function: str  # the RQ job function
     spec: dict[str, object]
     started: float
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
@@ -147,6 +155,8 @@ class CellRunner:
         self._failed_key = self.queue.failed_job_registry.key
         self._failed: set[str] = set()
         self._failed_count = stack.redis.zcard(self._failed_key)
+        # Signs users' jobs' scoped provider URLs.
+        self._secret = new_secret()
 
     def run(self, cells: list[Cell]) -> list[Row]:
         """Every cell's row, in order. A RunFailure leaves the rows of the cells
@@ -194,10 +204,10 @@ class CellRunner:
 
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
-        cell_id = f"c{index:03d}"
+        cell_id = f"{o.cell_prefix}{index:03d}"
         scenario = SCENARIOS[cell.scenario]
         ledger = f"{s.run_id}.{cell_id}"
-        spec = JobSpec(
+        builtin = JobSpec(
             prefix=s.keys.prefix,
             cell=cell_id,
             strategy=cell.strategy,
@@ -209,12 +219,20 @@ class CellRunner:
             poll_interval=POLL_INTERVAL,
             provider_crashes=_crashes_provider(cell),
         )
+        function, spec = JOB_FUNCTION, asdict(builtin)
+        if cell.handler is not None:
+            function = userjobs.FUNCTION
+            spec = userjobs.job_spec(
+                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
+            )
         running = _Running(
-            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), asdict(spec), time.monotonic()
+            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic()
         )
         if cell.spread:
             running.series = Series()
         s.admin.put_ledger(ledger, scenario.contract)
+        if cell.handler is not None:
+            s.admin.put_scope_secret(ledger, self._secret)
         self._store_intents(running, scenario.declines_faulted_ops)
         sink = None
         if self.run_dir is not None:
@@ -270,7 +288,9 @@ class CellRunner:
         if self.run_dir is not None:
             observed = _recorded(self.run_dir, r.id, observed)
         overrides = o.overrides.get(r.cell)
-        judgement = Judgement(r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises)
+        judgement = Judgement(
+            r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
+        )
         row = judge(judgement, observed, seen, s.options.workers, wall)
         row.extra["cell"] = r.id
         if r.series is not None:
@@ -304,7 +324,7 @@ class CellRunner:
     def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> object:
         retries = self.options.retries
         return Queue.prepare_data(
-            JOB_FUNCTION,
+            r.function,
             args=(r.spec, op, seq),
             job_id=str(JobId(r.id, seq, kind)),
             retry=Retry(max=retries) if retries else None,

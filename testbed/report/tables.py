@@ -19,10 +19,13 @@ from typing import Any, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.promises import OpReport
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
-LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider; ! differs from expectation"
+LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider, Nj jobs failed; ! differs from expectation"
+# Ops listed under a row that breaks its promise (all of them are in the results file).
+LISTED_OPS = 10
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"
 COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)
@@ -32,9 +35,11 @@ T = TypeVar("T")
 CellKey = tuple[str, str, str, str]
 
 
-def _cell_text(effects: int, missing: int, unresolved: int, conflicts: int, failed: int, passed: bool) -> str:
+def _cell_text(
+    effects: int, missing: int, unresolved: int, conflicts: int, failed: int, jobs: int, passed: bool
+) -> str:
     text = f"{effects} / {missing}"
-    marks = [f"{n}{m}" for n, m in ((unresolved, "u"), (conflicts, "c"), (failed, "f")) if n]
+    marks = [f"{n}{m}" for n, m in ((unresolved, "u"), (conflicts, "c"), (failed, "f"), (jobs, "j")) if n]
     if marks:
         text += f" ({' '.join(marks)})"
     return text if passed else text + " !"
@@ -42,7 +47,9 @@ def _cell_text(effects: int, missing: int, unresolved: int, conflicts: int, fail
 
 def cell_text(row: Row) -> str:
     c = row.counts
-    return _cell_text(c.effects, c.missing_operations, c.unresolved, c.conflicts, c.failed_by_provider, row.passed)
+    return _cell_text(
+        c.effects, c.missing_operations, c.unresolved, c.conflicts, c.failed_by_provider, c.jobs_failed, row.passed
+    )
 
 
 def stored_cell_text(row: Mapping[str, Any]) -> str:
@@ -53,6 +60,7 @@ def stored_cell_text(row: Mapping[str, Any]) -> str:
         row.get("unresolved", 0),
         row.get("conflicts", 0),
         row.get("failedByProvider", 0),
+        row.get("jobsFailed", 0),
         row.get("verdict") != "fail",
     )
 
@@ -136,6 +144,10 @@ def differences(rows: Sequence[Row]) -> str:
             details = "; ".join(row.problems)
             lines.append(f"DIFFERS  {row.cell.label}: {details}")
             lines += [f"  {line}" for d in row.op_differences for line in op_difference(d.to_json())]
+            listed = row.extra.get("promise", {}).get("ops", [])
+            lines += [f"    {OpReport.from_dict(op)}" for op in listed[:LISTED_OPS]]
+            if len(listed) > LISTED_OPS:
+                lines.append(f"    ... {len(listed) - LISTED_OPS} more listed in the results file")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from labcore.boundaries import Boundary
-from labcore.bus import Hit
+from labcore.events import Hit
 from provider.app import create_app
 from provider.gate import Gate
 from provider.holds import Holds

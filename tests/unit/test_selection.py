@@ -5,7 +5,7 @@ import pytest
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from testbed.errors import UsageError
-from testbed.experiment.selection import parse_expect, select_cells
+from testbed.experiment.selection import parse_expect, select_cells, with_handlers
 
 
 def test_default_is_the_articles_twelve_cells():
@@ -84,3 +84,29 @@ def test_an_expectation_for_no_cell_or_many_is_an_error(value, cells, message):
 def test_a_repeated_expectation_is_an_error():
     with pytest.raises(UsageError, match="given twice"):
         parse_expect(["retry-only@none=100/0", "retry-only@none:none=100/0"], ARTICLE)
+def test_handlers_take_every_place_of_the_selection():
+    cells = with_handlers(select_cells("article", None, None, None, None), ["jobs:send"], keep_strategies=False)
+    assert [c.label for c in cells] == [
+        "jobs:send @ none",
+        "jobs:send @ before-effect (kill)",
+        "jobs:send @ after-effect (kill)",
+    ]
+    assert {c.handler for c in cells} == {"jobs:send"}
+
+
+def test_named_strategies_stay_beside_the_handlers():
+    chosen = select_cells("article", ["provider-key"], [Boundary.AFTER_EFFECT], None, None)
+    cells = with_handlers(chosen, ["a:send", "b:send"], keep_strategies=True)
+    assert [(c.strategy, c.handler) for c in cells] == [
+        ("provider-key", None),
+        ("a:send", "a:send"),
+        ("b:send", "b:send"),
+    ]
+
+
+def test_expectations_for_a_handler():
+    cells = with_handlers(ARTICLE, ["jobs:send"], keep_strategies=False)
+    ((cell, values),) = parse_expect(["jobs:send@after-effect=110/0"], cells).items()
+    assert cell.handler == "jobs:send" and values == {"effects": 110, "missing_operations": 0}
+    with pytest.raises(UsageError, match="unknown strategy 'jobs:other'"):
+        parse_expect(["jobs:other@none=1/0"], cells)

@@ -1,0 +1,203 @@
+"""What a user's own job promises, checked from facts only (pure).
+
+There is no model of foreign code, so a user's job is judged against a
+promise, from the provider's log (the effects of each op) and RQ's final
+state of each job (finished: the function returned; failed: RQ gave up):
+
+- `exactly-once`: every op has exactly one effect: none twice, none missing,
+  whether its job finished (a false completion) or failed;
+- `at-least-once`: no op is missing;
+- `at-most-once`: no op has an effect twice.
+
+An op the provider answered with a permanent error is answered, not missing.
+Effects are counted per logical action, so an op the planner re-created under
+a new identity counts as a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from labcore.choices import pick
+from labcore.ids import seq_of
+from labcore.plan import Armed, EveryNth, Plan
+from labcore.scoped import user_op_id
+from testbed.judge.checker import OpFacts
+from workers.flow import LOCALLY_DONE
+
+
+class Promise(StrEnum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+    AT_MOST_ONCE = "at-most-once"
+
+
+class Breach(StrEnum):
+    DUPLICATED = "duplicated"  # more than one effect
+    MISSING = "missing"  # no effect, and no permanent error from the provider
+
+
+BROKEN_BY: dict[Promise, frozenset[Breach]] = {
+    Promise.EXACTLY_ONCE: frozenset(Breach),
+    Promise.AT_LEAST_ONCE: frozenset({Breach.MISSING}),
+    Promise.AT_MOST_ONCE: frozenset({Breach.DUPLICATED}),
+}
+
+
+def parse_promise(text: str) -> Promise:
+    return pick("promise", text, {p.value: p for p in Promise})
+
+
+@dataclass(frozen=True, slots=True)
+class OpReport:
+    """One op that breaks a promise, with what happened to it."""
+
+    op: str  # as the user's job was given it
+    breach: Breach
+    effects: int  # in the provider's log (withdrawn ones included)
+    withdrawn: int
+    requests: int  # effect calls that reached the provider
+    attempts: int
+    job: str  # finished | failed | not over
+    fault: str  # the fault armed on it, and whether it was hit
+
+    def __str__(self) -> str:
+        recorded = f"{self.effects} effect{'s' * (self.effects != 1)}"
+        if self.withdrawn:
+            recorded += f" ({self.withdrawn} withdrawn)"
+        job = (
+            "job finished: a false completion"
+            if self.breach is Breach.MISSING and self.job == "finished"
+            else (f"job {self.job}")
+        )
+        return (
+            f"{self.op}: {self.breach}: the provider recorded {recorded} from {self.requests} "
+            f"request{'s' * (self.requests != 1)}; {self.attempts} attempt{'s' * (self.attempts != 1)}; "
+            f"{self.fault}; {job}"
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OpReport:
+        return cls(**{**data, "breach": Breach(data["breach"])})
+
+
+def _job_state(ops: Sequence[OpFacts]) -> str:
+    if any(o.job_failed for o in ops):
+        return "failed"
+    return "finished" if any(o.outcome in LOCALLY_DONE for o in ops) else "not over"
+
+
+@dataclass(slots=True)
+class Judge:
+    """Classifies each logical action as it streams past; keeps the first `keep` breaking ops."""
+
+    promise: Promise
+    op_name: Callable[[str], str]  # the op as the user's job knows it
+    fault_of: Callable[[str], str]  # the fault armed on an op's attempts, as text
+    keep: int = 200
+    counts: Counter[Breach] = field(default_factory=Counter)
+    reports: list[OpReport] = field(default_factory=list)
+
+    def watch(self, intents: Iterable[Sequence[OpFacts]]) -> Iterator[Sequence[OpFacts]]:
+        for ops in intents:
+            self.add(ops)
+            yield ops
+
+    def add(self, ops: Sequence[OpFacts]) -> None:
+        effects = sum(o.effects for o in ops)
+        if effects > 1:
+            breach = Breach.DUPLICATED
+        elif effects == 0 and not any(o.declined for o in ops):
+            breach = Breach.MISSING
+        else:
+            return
+        self.counts[breach] += 1
+        if len(self.reports) < self.keep:
+            first = ops[0]
+            self.reports.append(
+                OpReport(
+                    op=self.op_name(first.op),
+                    breach=breach,
+                    effects=effects,
+                    withdrawn=sum(o.withdrawn for o in ops),
+                    requests=sum(o.sends for o in ops),
+                    attempts=sum(o.attempts for o in ops),
+                    job=_job_state(ops),
+                    fault=self.fault_of(first.intent),
+                )
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "promise": self.promise.value,
+            "kept": not broken(self.promise, self.counts),
+            **{b.value: self.counts[b] for b in Breach},
+            "ops": [{**asdict(r), "breach": r.breach.value} for r in self.reports],
+        }
+
+
+def broken(promise: Promise, counts: Counter[Breach] | dict[Breach, int]) -> list[str]:
+    """One line per kind of breach the promise does not allow, e.g. `exactly-once: 10 ops duplicated`."""
+    return [
+        f"{promise}: {counts[b]} op{'s' * (counts[b] != 1)} {b}"
+        for b in Breach
+        if b in BROKEN_BY[promise] and counts.get(b, 0)
+    ]
+
+
+def breaches(verdict: dict[str, Any], promise: Promise) -> list[OpReport]:
+    """From a row's stored verdict: the listed ops that break `promise`."""
+    reports = [OpReport.from_dict(r) for r in verdict.get("ops", [])]
+    return [r for r in reports if r.breach in BROKEN_BY[promise]]
+
+
+def counts_of(verdict: dict[str, Any]) -> Counter[Breach]:
+    return Counter({b: int(verdict.get(b.value, 0)) for b in Breach})
+
+
+def _fault_text(armed: tuple[Armed, ...], history: list[dict[str, Any]] | None) -> str:
+    if not armed:
+        return "no fault armed"
+    parts = []
+    for a in armed:
+        text = f"{a.fault} at {a.boundary} on attempt {a.attempt}"
+        if history is not None:
+            hit = any(
+                e["event"] == "hit" and (e.get("attempt"), e.get("boundary")) == (a.attempt, a.boundary)
+                for e in history
+            )
+            text += "" if hit else " (not reached)"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> Judge:
+    """A cell's judge: ops named as the user's job knew them, each with the faults armed on it."""
+    def fault_of(intent: str) -> str:
+        return _fault_text(plan.armed(seq_of(intent)), None if history is None else history.get(intent, []))
+
+    return Judge(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
+
+
+def verdict(judge: Judge, plan: Plan, ops: int, faults_hit: int) -> tuple[list[str], dict[str, Any]]:
+    """The row's broken promises (and armed faults the job never reached), and its stored verdict."""
+    stored = judge.to_json()
+    unreached = 0
+    if isinstance(plan, EveryNth):  # every armed (first) attempt runs: each fault must be reached
+        unreached = max(0, sum(1 for seq in range(1, ops + 1) if plan.armed(seq)) - faults_hit)
+    stored["unreached"] = unreached
+    return broken(judge.promise, judge.counts) + unreached_faults(stored), stored
+
+
+def unreached_faults(stored: dict[str, Any]) -> list[str]:
+    n = stored.get("unreached", 0)
+    if not n:
+        return []
+    return [
+        f"{n} armed fault{'s' * (n != 1)} never reached: the cell did not test its boundary "
+        "(with a client the lab does not instrument, call testbed.boundary(...))"
+    ]

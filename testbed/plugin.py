@@ -1,0 +1,197 @@
+"""pytest plugin: your own job under the crash matrix, in your own test suite.
+
+Registered through the `pytest11` entry point as `testbed`. The session-scoped
+`lab` fixture starts the stack once (a private Redis, the provider process,
+real RQ workers) and stops it, and everything it started, at the end:
+
+    def test_send_is_exactly_once(lab):
+        rows = lab.run("myapp.jobs:send", boundaries=["before-effect", "after-effect"])
+        rows.assert_exactly_once()
+
+A failing assertion names every op that breaks the promise and what happened
+to it. RQ reads its key prefix once, when it is first imported: the plugin
+sets the lab's prefix (`RQ_KEY_PREFIX`) as pytest starts, before the tests
+import anything.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from labcore.keys import new_run_id, rq_prefix, run_prefix
+
+if TYPE_CHECKING:
+    from testbed.judge.promises import Promise
+    from testbed.judge.scorecard import Row
+
+_run_id: str | None = None
+
+
+def _claim_rq_prefix() -> str:
+    """The session's run id; its RQ key prefix goes into the environment before rq is imported."""
+    global _run_id
+    if _run_id is None:
+        _run_id = new_run_id()
+        os.environ["RQ_KEY_PREFIX"] = rq_prefix(run_prefix(_run_id))
+    return _run_id
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    _claim_rq_prefix()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _claim_rq_prefix()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("testbed", "testbed: your job under the crash matrix")
+    group.addoption("--testbed-workers", type=int, default=4, help="RQ worker processes of the lab (default 4).")
+
+
+class Rows(list["Row"]):
+    """The rows of one `lab.run`, as `testbed chaos` prints them, with the promise checks."""
+
+    def __init__(self, rows: Iterable[Row], note: str = "") -> None:
+        super().__init__(rows)
+        self.note = note
+
+    def row(self, boundary: str = "none", fault: str = "kill", handler: str | None = None) -> Row:
+        for row in self:
+            c = row.cell
+            if c.where == boundary and (boundary == "none" or c.fault == fault) and handler in (None, c.handler):
+                return row
+        raise KeyError(f"no row at {boundary} ({fault}){f' for {handler}' if handler else ''}")
+
+    def table(self) -> str:
+        from testbed.report.tables import tables
+
+        return tables(self, self.note)
+
+    def assert_exactly_once(self) -> None:
+        __tracebackhide__ = True
+        self._assert("exactly-once")
+
+    def assert_at_least_once(self) -> None:
+        __tracebackhide__ = True
+        self._assert("at-least-once")
+
+    def assert_at_most_once(self) -> None:
+        __tracebackhide__ = True
+        self._assert("at-most-once")
+
+    def _assert(self, name: str) -> None:
+        __tracebackhide__ = True
+        from testbed.judge.promises import breaches, broken, counts_of, parse_promise, unreached_faults
+
+        promise: Promise = parse_promise(name)
+        lines = []
+        for row in self:
+            stored = row.extra.get("promise")
+            if stored is None:  # a built-in strategy, run for comparison
+                continue
+            problems = broken(promise, counts_of(stored)) + unreached_faults(stored) + row.anomalies
+            if problems:
+                lines.append(f"{row.cell.label}: {'; '.join(problems)}")
+                lines += [f"    {report}" for report in breaches(stored, promise)]
+        if lines:
+            raise AssertionError("\n".join([f"{promise} does not hold:", *lines, "", self.table()]))
+
+
+class Lab:
+    """The started stack; `run` runs cells on it, as `testbed chaos` does."""
+
+    def __init__(self, stack: Any) -> None:
+        self.stack = stack
+        self._runs = 0
+
+    def run(
+        self,
+        handler: str | Sequence[str] = (),
+        *,
+        strategies: Iterable[str] = (),
+        boundaries: Iterable[str] = ("none", "before-effect", "after-effect"),
+        faults: Iterable[str] = ("kill",),
+        scenarios: Iterable[str] = ("none",),
+        ops: int = 100,
+        every: int = 10,
+        retries: int = 1,
+        promise: str = "exactly-once",
+        paths: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        client_timeout: float = 0.5,
+        cell_timeout: float = 120.0,
+        parallel: int = 2,
+    ) -> Rows:
+        """Each handler (and built-in strategy) at each boundary, fault and scenario: the
+        first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
+        the handlers' work-horses (the workers are already running)."""
+        from labcore.boundaries import parse_boundary
+        from labcore.faults import parse_fault
+        from labcore.plan import EveryNth
+        from testbed.errors import UsageError
+        from testbed.experiment.selection import parse_all, select_cells, with_handlers
+        from testbed.judge.promises import parse_promise
+        from testbed.lab import userjobs
+        from testbed.lab.runner import CellRunner, RunOptions
+        from testbed.report.tables import progress_line
+        from workers.strategies import parse_strategy
+
+        handlers = [handler] if isinstance(handler, str) else list(handler)
+        names = parse_all(list(strategies), lambda s: parse_strategy(s).name)
+        cells = select_cells(
+            "article",
+            names,
+            parse_all(list(boundaries), parse_boundary),
+            parse_all(list(faults), parse_fault),
+            list(scenarios),
+        )
+        cells = with_handlers(cells, handlers, keep_strategies=names is not None)
+        if not cells:
+            raise UsageError("lab.run needs a handler or a strategy")
+        parse_promise(promise)
+        self._runs += 1
+        options = RunOptions(
+            cells=cells,
+            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+            ops=ops,
+            retries=retries,
+            client_timeout=client_timeout,
+            cell_timeout=cell_timeout,
+            parallel=parallel,
+            promise=promise,
+            paths=userjobs.prepare(handlers, paths, promise, env),
+            env=dict(env or {}),
+            cell_prefix=f"r{self._runs}c",
+        )
+        def judged(index: int, total: int, row: Row) -> None:
+            print(progress_line(index, total, row), file=sys.stderr)
+
+        rows = CellRunner(self.stack, options, judged).run(options.cells)
+        plural = "retry" if retries == 1 else "retries"
+        return Rows(rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
+
+
+@pytest.fixture(scope="session")
+def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
+    """The lab's stack, started once for the session."""
+    from testbed.infra.stack import Stack, StackOptions
+    from workers.target import USER_JOBS_ENV, jobs_env
+
+    run_id = _claim_rq_prefix()
+    # The workers preload the user-job wrapper and the HTTP clients it instruments (the
+    # handlers are not known yet: each work-horse imports its handler and what it needs).
+    os.environ[USER_JOBS_ENV] = jobs_env([])
+    workers = pytestconfig.getoption("testbed_workers", default=4)
+    with Stack(run_id, StackOptions(workers=workers)) as stack:
+        from testbed.lab import runner
+
+        runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
+        stack.wait_ready()
+        yield Lab(stack)

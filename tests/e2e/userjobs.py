@@ -1,0 +1,64 @@
+"""Users' jobs the end-to-end tests run through the lab (not collected: no test_ prefix)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+
+import httpx
+import requests
+
+import testbed
+
+TIMEOUT = 1.0
+
+
+def _url() -> str:
+    return f"{os.environ['TESTBED_PROVIDER_URL']}/api/messages"
+
+
+def send_with_requests(op_id: str, payload: dict) -> str:
+    response = requests.post(_url(), json=payload, headers={"Idempotency-Key": op_id}, timeout=TIMEOUT)
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+def send_with_httpx(op_id: str, payload: dict) -> str:
+    # Plain HTTP on loopback: no TLS, so no CA bundle to load in every work-horse (about 40 ms each).
+    with httpx.Client(timeout=TIMEOUT, verify=False) as client:
+        response = client.post(_url(), json=payload, headers={"Idempotency-Key": op_id})
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+def _urllib_post(op_id: str, payload: dict) -> str:
+    request = urllib.request.Request(
+        _url(), data=json.dumps(payload).encode(), method="POST", headers={"Idempotency-Key": op_id}
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return json.loads(response.read())["id"]
+
+
+def send_with_urllib(op_id: str, payload: dict) -> str:
+    """A client the lab does not instrument, with the boundaries marked by hand."""
+    testbed.boundary("before-request")
+    receipt = _urllib_post(op_id, payload)
+    testbed.boundary("after-receipt")
+    return receipt
+
+
+def send_with_urllib_unmarked(op_id: str, payload: dict) -> str:
+    return _urllib_post(op_id, payload)
+
+
+def raises(op_id: str, payload: dict) -> None:
+    raise RuntimeError(f"a bug in the job itself ({op_id})")
+
+
+def hangs(op_id: str, payload: dict) -> None:
+    time.sleep(3600)
+
+
+NOT_A_FUNCTION = 42
