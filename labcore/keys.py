@@ -6,6 +6,7 @@ a run on a shared Redis writes nothing outside `testbed:<run-id>:`.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -19,6 +20,10 @@ def new_run_id() -> str:
 
 def run_prefix(run_id: str) -> str:
     return f"testbed:{run_id}"
+
+
+# What new_run_id and run_prefix make, and nothing else (a provider checks a prefix it is handed).
+RUN_PREFIX = re.compile(r"testbed:[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
 
 
 def rq_prefix(prefix: str) -> str:

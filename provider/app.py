@@ -36,10 +36,11 @@ from labcore.events import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
+from provider import audit
 from provider.contract import Contract
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
-from provider.store import Store, UnknownLedger
+from provider.store import LogReader, Store, UnknownLedger
 
 REPLAYED = "Idempotent-Replayed"
 MAX_BODY = 64 * 1024  # every legitimate body is under 11 KiB
@@ -387,6 +388,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
         return {"withdrawn": store.withdraw(ledger, reference)}
 
     app.openapi = lambda: _document(app, protected=token is not None)  # type: ignore[method-assign]
+    app.include_router(audit.router(LogReader(store.path), _BAD))  # the checker's view from another host
     return Guard(app, token)
 
 

@@ -24,6 +24,7 @@ from labcore.credentials import TOKEN_ENV, is_loopback
 from labcore.faults import Fault, parse_fault
 from labcore.plan import EveryNth, Random
 from labcore.procs import port_in_use
+from testbed.cli import hosts
 from testbed.cli.options import (
     Boundaries,
     CellTimeout,
@@ -66,7 +67,8 @@ def _stack(args: StackArgs) -> tuple[StackOptions, str]:
     if port and port_in_use(port):
         raise SetupError(f"provider port {port} is already in use")
     settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
-    return StackOptions(args.workers, args.redis_url, port, settings, args.keep), args.recovery
+    remote = hosts.remote_options(args)
+    return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), args.recovery
 
 
 def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
@@ -111,6 +113,7 @@ def _run(
     from testbed.report import tables as report
 
     tick = fields.pop("tick", None)
+    hosts.refuse_remote(stack, cells)
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
 
     def options() -> Any:
@@ -464,6 +467,9 @@ def vars_of(settings: WorkerSettings) -> dict[str, int]:
         "maintenanceInterval": settings.maintenance_interval,
         "jobMonitoringInterval": settings.job_monitoring_interval,
     }
+
+
+hosts.register(app)  # agent, redis: the lab across hosts
 
 
 def _fail(message: str, code: int) -> NoReturn:
