@@ -38,7 +38,7 @@ TAG = f"tbh{os.getpid() % 100000}"
 _CELL = ("strategy", "boundary", "fault", "effects", "duplicateEffects", "missingOperations", "kills", "verdict")
 
 PROBE = r"""
-import json, os, sys, time
+import json, os, socket, sys, time
 import httpx, redis
 url, purl = os.environ["REDIS_URL"], os.environ["TESTBED_PROVIDER_URL"]
 auth = {"Authorization": "Bearer " + os.environ["TESTBED_PROVIDER_TOKEN"]}
@@ -60,6 +60,9 @@ try:
     out["redisOpen"] = True
 except redis.RedisError as exc:
     out["redisOpen"], out["redisError"] = False, str(exc)
+with socket.create_connection(("redis", 6379), timeout=2) as raw:  # RESP2, as any client speaks it
+    raw.sendall(b"PING\r\n")
+    out["rawPing"] = raw.recv(200).decode()
 ledger, body = "probe-ledger", {"reference": "r1", "recipient": "a@example.com", "message": "m"}
 out["putNoToken"] = httpx.put(purl + "/ledgers/" + ledger, json={}).status_code
 out["sendNoToken"] = httpx.post(purl + "/ledgers/" + ledger + "/effects", json=body).status_code
@@ -237,7 +240,8 @@ def lab_run(hosts):
 
 def test_redis_refuses_a_client_without_the_password(hosts):
     assert hosts.probe["redisOpen"] is False
-    assert "NOAUTH" in hosts.probe["redisError"] or "Authentication" in hosts.probe["redisError"]
+    assert "authenticat" in hosts.probe["redisError"].lower()
+    assert hosts.probe["rawPing"].startswith("-NOAUTH")
 
 
 def test_provider_refuses_a_request_without_the_token_and_changes_nothing(hosts):
