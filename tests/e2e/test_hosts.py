@@ -42,7 +42,7 @@ import json, os, socket, sys, time
 import httpx, redis
 url, purl = os.environ["REDIS_URL"], os.environ["TESTBED_PROVIDER_URL"]
 auth = {"Authorization": "Bearer " + os.environ["TESTBED_PROVIDER_TOKEN"]}
-deadline = time.monotonic() + 40
+deadline = time.monotonic() + 90
 while True:
     try:
         r = redis.Redis.from_url(url, socket_connect_timeout=1)
@@ -218,7 +218,7 @@ def hosts(tmp_path_factory):
         made.start("provider", "provider")
         made.start("agent1", "agent")
         made.start("agent2", "agent")
-        probe = made.run("lab", [sys.executable, "-c", PROBE], "lab", timeout=60)
+        probe = made.run("lab", [sys.executable, "-c", PROBE], "lab", timeout=120)
         assert probe.returncode == 0, probe.stderr + _logs(made)
         made.probe = json.loads(probe.stdout)
         yield made
