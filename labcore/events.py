@@ -53,6 +53,7 @@ class Hit:
     side: Side = Side.WORKER
     ts: float = 0.0
     holder: int = 0  # the provider process holding it (provider side)
+    bus: str = ""  # the run's key prefix: where a provider serving many runs reports it
 
     def header(self) -> str:
         """The hit as the worker hands it to the provider with an armed request."""
@@ -81,6 +82,7 @@ class Hit:
             Side(f.get("side", Side.WORKER)),
             float(f.get("ts", 0.0)),
             _int(f.get("holder", 0)),
+            str(f.get("bus", "")),
         )
 
 

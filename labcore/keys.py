@@ -6,6 +6,7 @@ a run on a shared Redis writes nothing outside `testbed:<run-id>:`.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -22,6 +23,10 @@ RUNS_PREFIX = "testbed"
 
 def run_prefix(run_id: str) -> str:
     return f"{RUNS_PREFIX}:{run_id}"
+
+
+# What new_run_id and run_prefix make, and nothing else (a provider checks a prefix it is handed).
+RUN_PREFIX = re.compile(r"testbed:[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
 
 
 def rq_prefix(prefix: str) -> str:

@@ -38,11 +38,12 @@ from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
 from labcore.scoped import ROOT
+from provider import audit
 from provider.api import scoped_router
 from provider.contract import Contract
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
-from provider.store import Store, UnknownLedger
+from provider.store import LogReader, Store, UnknownLedger
 
 REPLAYED = "Idempotent-Replayed"
 MAX_BODY = 64 * 1024  # every legitimate body is under 11 KiB
@@ -428,6 +429,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
     # Users' own jobs, on per-attempt signed URLs: the signature is their credential.
     app.include_router(scoped_router(store, holds))
     app.openapi = lambda: _document(app, protected=token is not None)  # type: ignore[method-assign]
+    app.include_router(audit.router(LogReader(store.path), _BAD))  # the checker's view from another host
     return Guard(app, token)
 
 

@@ -15,24 +15,32 @@ from labcore.boundaries import Boundary
 from labcore.bus import Bus
 from labcore.events import Hit, Side
 from labcore.faults import ABANDONED, RULES, Release
+from provider.buses import RunBuses
 from provider.gate import Gate
 
 
 class Holds:
-    def __init__(self, bus: Bus | None, gate: Gate) -> None:
+    def __init__(self, bus: Bus | RunBuses | None, gate: Gate) -> None:
+        """`bus`: the one run's bus, or the buses of the runs each hit names (provider.buses)."""
         self._bus = bus
         self._gate = gate
 
+    def _bus_of(self, hit: Hit | None) -> Bus | None:
+        if hit is None or isinstance(self._bus, Bus | None):
+            return self._bus
+        return self._bus.of(hit)
+
     def at(self, boundary: Boundary, hit: Hit | None) -> Release | None:
-        if self._bus is None or hit is None or hit.boundary != boundary:
+        bus = self._bus_of(hit)
+        if bus is None or hit is None or hit.boundary != boundary:
             return None
         self._gate.hold()
         try:
             if RULES[hit.fault].kills_provider:
                 # This process is about to be SIGKILLed: let no other request die half-done with it.
                 self._gate.close_and_drain()
-            self._bus.report(replace(hit, side=Side.PROVIDER, holder=os.getpid()))
-            action = self._bus.await_release(hit.hit)
+            bus.report(replace(hit, side=Side.PROVIDER, holder=os.getpid()))
+            action = bus.await_release(hit.hit)
         finally:
             self._gate.reopen()
             self._gate.resume()
@@ -41,5 +49,6 @@ class Holds:
 
     def done(self, boundary: Boundary, hit: Hit | None) -> None:
         """The held request's release has been carried out (state is final)."""
-        if self._bus is not None and hit is not None and hit.boundary == boundary:
-            self._bus.acted(hit.hit)
+        bus = self._bus_of(hit)
+        if bus is not None and hit is not None and hit.boundary == boundary:
+            bus.acted(hit.hit)

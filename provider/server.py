@@ -12,6 +12,7 @@ from labcore.bus import Bus
 from labcore.keys import RunKeys
 from labcore.procs import die_with_parent
 from provider.app import create_app
+from provider.buses import RunBuses
 from provider.gate import Gate, GateMiddleware
 from provider.holds import Holds
 from provider.store import Store
@@ -33,7 +34,10 @@ def serve(
     `sock`, serve on that bound socket (the caller chose and named the port)."""
     die_with_parent(parent_pid)
     store = Store(db)
-    bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_url and bus_prefix else None
+    bus: Bus | RunBuses | None = None
+    if bus_url:
+        # Without a prefix the provider serves any run on that Redis: each armed request names its run.
+        bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_prefix else RunBuses(Redis.from_url(bus_url))
     gate = Gate()
     app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
     level = "info" if access_log else "warning"

@@ -180,6 +180,7 @@ class _SqliteLedger:
 
 class Store:
     def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
         self._db = connect(path)
         self._lock = threading.Lock()
         self._ledgers: dict[str, _SqliteLedger] = {}

@@ -44,6 +44,7 @@ class Probe:
                 a.fault,
                 self._pid,
                 self._worker,
+                bus=bus.keys.prefix,
             )
             for a in armed
             if a.attempt == attempt

@@ -12,9 +12,11 @@ from typing import NoReturn
 
 import typer
 
-from testbed.cli import run, serve, stored  # noqa: F401  (each registers its commands)
+from testbed.cli import hosts, run, serve, stored  # noqa: F401  (each registers its commands)
 from testbed.cli.base import app
 from testbed.errors import Interrupted, RunFailure, SetupError
+
+hosts.register(app)  # agent, redis: the lab across hosts
 
 
 def _fail(message: str, code: int) -> NoReturn:

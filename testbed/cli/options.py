@@ -102,6 +102,18 @@ class StackArgs:
         int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")
     ] = 30
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
+    # A stack the run does not start (testbed.cli.hosts): the agents' workers and a provider on the network.
+    agents: Annotated[
+        bool, Option("--agents", help="Use the workers of the agents registered with --redis-url (testbed agent).")
+    ] = False
+    provider_url: Annotated[
+        str | None,
+        Option("--provider-url", envvar="TESTBED_PROVIDER_URL", help="Use this provider (with --agents)."),
+    ] = None
+    provider_token_file: Annotated[
+        Path | None,
+        Option("--provider-token-file", help="File holding the provider's token (else $TESTBED_PROVIDER_TOKEN)."),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from labcore.boundaries import ORDER, parse_boundary
 from labcore.faults import Fault, parse_fault
 from labcore.plan import EveryNth, Random
 from labcore.procs import port_in_use
-from testbed.cli import checks
+from testbed.cli import checks, hosts
 from testbed.cli.base import app, examples
 from testbed.cli.options import (
     FAULT_NAMES,
@@ -70,7 +70,8 @@ def _stack(args: StackArgs) -> tuple[StackOptions, str]:
     if port and port_in_use(port):
         raise SetupError(f"provider port {port} is already in use")
     settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
-    return StackOptions(args.workers, args.redis_url, port, settings, args.keep), args.recovery
+    remote = hosts.remote_options(args)
+    return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), args.recovery
 
 
 def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
@@ -140,6 +141,7 @@ def _run(
     from testbed.report import tables as report
     from testbed.report.live import Live
 
+    hosts.refuse_remote(stack, cells)
     out.check()
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
     if (note := estimate.confirm(yes)) is not None:

@@ -28,12 +28,21 @@ from testbed.infra.supervisor import Supervisor, WorkerSettings
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteOptions:
+    """A provider and agents already running (testbed.infra.agents): the run starts none of its parts."""
+
+    provider_url: str
+    provider_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StackOptions:
     workers: int = 4
     redis_url: str | None = None  # None: a private redis-server
     provider_port: int = 0  # 0: a free port
     settings: WorkerSettings = field(default_factory=WorkerSettings)
     keep: bool = False
+    remote: RemoteOptions | None = None
 
 
 class Stack:
@@ -119,6 +128,15 @@ class Stack:
             self._exit.close()
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+def open_stack(run_id: str, options: StackOptions) -> Stack:
+    """The stack the options ask for: one this run starts, or the agents' (--agents)."""
+    if options.remote is None:
+        return Stack(run_id, options)
+    from testbed.infra.agents import AgentStack
+
+    return AgentStack(run_id, options)
 
 
 def connect(url: str) -> redis_lib.Redis:

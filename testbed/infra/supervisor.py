@@ -51,7 +51,10 @@ class Supervisor:
         queue: str,
         settings: WorkerSettings,
         provider_token: str | None = None,
+        name_prefix: str = "",
     ) -> None:
+        """`name_prefix`: an agent's workers carry its name, unique among the run's agents."""
+        self._name_prefix = name_prefix
         self._dir = workdir / "workers"
         self._dir.mkdir(exist_ok=True)
         self._queue = queue
@@ -70,7 +73,7 @@ class Supervisor:
     def _spawn(self) -> WorkerProcess:
         self._started += 1
         # RQ's worker registry lives under the run's prefix: names need only be unique within the run.
-        name = f"w{self._started}"
+        name = f"{self._name_prefix}w{self._started}"
         s = self._settings
         argv = [sys.executable, "-m", "workers", "--name", name]
         argv += ["--worker-ttl", str(s.worker_ttl), "--maintenance-interval", str(s.maintenance_interval)]

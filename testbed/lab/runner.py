@@ -35,8 +35,8 @@ from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
 from testbed.lab.series import Series
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
+from testbed.nemesis.agent_kills import killer_for
 from testbed.nemesis.controller import Controller
-from testbed.nemesis.kills import Killer
 from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
 from workers.handler import JobSpec
@@ -143,7 +143,7 @@ class CellRunner:
         recover = functools.partial(force_recovery, stack.redis, QUEUE)
         self.controller = Controller(
             stack.bus,
-            Killer(stack.supervisor, stack.provider),
+            killer_for(stack),
             World(stack.redis, stack.admin, self._enqueue_extra),
             recover if options.recovery is Recovery.FORCED else None,
             options.history,

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
-from testbed.infra.stack import Stack, StackOptions
+from testbed.infra.stack import StackOptions, open_stack
 from testbed.lab.store import RunDir, RunStore
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def execute(
     started = time.time()
     run_dir = store.create(run_id) if store is not None else None
     try:
-        with Stack(run_id, stack_options) as stack:
+        with open_stack(run_id, stack_options) as stack:
             # rq is imported while the workers and the provider boot.
             from testbed.lab import runner
 
@@ -91,7 +91,8 @@ def execute(
             if run_dir is not None:
                 run_dir.close()
                 stack.stop_services()  # the provider's log is copied whole, once nothing writes to it
-                run_dir.keep_provider_log(stack.provider.db)
+                if stack.provider.db is not None:  # a remote provider's log stays on its host
+                    run_dir.keep_provider_log(stack.provider.db)
                 run_dir.keep_logs(stack.workdir)
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)

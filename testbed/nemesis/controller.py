@@ -112,7 +112,7 @@ class Controller:
             cell.late[hit.op] = hit
 
     def _kill(self, cell: _Cell, hit: Hit, whole_worker: bool) -> None:
-        kill = self._killer.kill(hit.pid, whole_worker)
+        kill = self._killer.kill(hit.pid, whole_worker, hit.worker)
         for pid in kill.already_gone:
             cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
         cell.seen.note(

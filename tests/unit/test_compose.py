@@ -1,0 +1,70 @@
+"""compose.yaml holds the Compose specification's schema, and each service runs a
+command the namespace test runs (tests/e2e/test_hosts.py starts them all from it)."""
+
+import json
+import shutil
+import subprocess
+
+import jsonschema
+import pytest
+
+from testbed.cli.app import app
+from tests import compose
+from tests.e2e import test_hosts
+
+
+def test_compose_file_holds_the_compose_specification():
+    schema = json.loads(compose.SCHEMA.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    errors = [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(compose.load())]
+    assert errors == []
+    assert "Apache License" in (compose.SCHEMA.parent / "LICENSE").read_text()
+
+
+def test_schema_would_catch_a_broken_file():
+    """The check can fail: a service with a misspelt key, and a command of the wrong type."""
+    schema = json.loads(compose.SCHEMA.read_text())
+    broken = compose.load()
+    broken["services"]["agent"]["comand"] = "x"
+    broken["services"]["lab"]["command"] = {"not": "a command"}
+    assert len(list(jsonschema.Draft7Validator(schema).iter_errors(broken))) >= 2
+
+
+def _compose_cli() -> list[str] | None:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+@pytest.mark.skipif(_compose_cli() is None, reason="no docker compose here; the schema check above stands in")
+def test_docker_compose_config_accepts_it(monkeypatch):
+    monkeypatch.setenv("TESTBED_REDIS_PASSWORD", "x" * 24)
+    monkeypatch.setenv("TESTBED_PROVIDER_TOKEN", "y" * 32)
+    cli = _compose_cli() or []
+    done = subprocess.run([*cli, "-f", str(compose.COMPOSE), "config", "-q"], capture_output=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_services_the_issue_names():
+    services = compose.services()
+    assert set(services) == {"redis", "provider", "agent", "lab"}
+    assert services["agent"]["deploy"]["replicas"] == 2
+    assert any(v.endswith(":/data") for v in services["provider"]["volumes"])
+    assert any(v.endswith(":/lab") for v in services["lab"]["volumes"])
+    # Secrets come from the environment, never a command line.
+    for name, service in services.items():
+        assert not any("${" in part for part in service["command"]), name
+
+
+def test_every_service_runs_a_command_the_namespace_test_runs():
+    """The namespace test starts each of these services from compose.yaml with compose.argv."""
+    assert set(test_hosts.SERVICES_RUN) == set(compose.services())
+    command = __import__("typer").main.get_command(app)
+    for name in compose.services():
+        argv = compose.argv(name)
+        if argv[1:3] == ["-m", "testbed"]:
+            # A real testbed command with options it takes (parsed, not run).
+            sub = command.commands[argv[3]]  # type: ignore[attr-defined]
+            sub.make_context(argv[3], argv[4:])
+        else:
+            assert argv[1:3] == ["-m", "provider"], name
