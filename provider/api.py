@@ -68,7 +68,10 @@ def scoped_router(store: Store, holds: Holds) -> APIRouter:
         fired.add(hit.hit)
         return hit
 
-    @router.put("/ledgers/{ledger}/scope", responses={400: {"description": "malformed request"}})
+    @router.put(
+        "/ledgers/{ledger}/scope",
+        responses={400: {"description": "malformed request"}, 404: {"description": "unknown ledger"}},
+    )
     async def put_scope(ledger: str, body: ScopeBody) -> dict[str, str]:
         store.put_scope_secret(ledger, body.secret)
         known[ledger] = body.secret

@@ -13,6 +13,7 @@ from typer import Option
 
 from labcore.credentials import TOKEN_ENV
 from labcore.faults import RULES
+from testbed.cli.base import examples
 from testbed.cli.options import StackArgs
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.matrix import Cell
@@ -100,5 +101,12 @@ def redis(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(agent)
-    app.command(name="redis")(redis)
+    app.command(
+        short_help="A host's RQ workers for the runs that ask (a lab across hosts).",
+        epilog=examples("REDIS_URL=redis://:secret@redis-host:6379/0 testbed agent --workers 2 --name host-a"),
+    )(agent)
+    app.command(
+        name="redis",
+        short_help="redis-server on the network for a lab across hosts, its password from the environment.",
+        epilog=examples("TESTBED_REDIS_PASSWORD=$(openssl rand -hex 24) testbed redis --bind 0.0.0.0 --port 6379"),
+    )(redis)

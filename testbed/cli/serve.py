@@ -86,7 +86,8 @@ def _bind(host: str, port: int) -> socket.socket:
         if exc.errno == errno.EACCES:
             raise SetupError(f"no permission to bind {host}:{port}") from None
         raise SetupError(f"cannot bind {host}:{port}: {exc.strerror}") from None
-    sock.listen(512)
+    # Not listening yet: until the server starts, a client is refused (and tries again) rather than
+    # held in a queue no one serves.
     return sock
 
 

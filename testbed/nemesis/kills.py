@@ -65,11 +65,13 @@ class Killer:
         victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
         at = time.time()
         already_gone = []
-        for pid in victims:
+        for n, pid in enumerate(victims):
             try:
                 psutil.Process(pid).kill()
             except psutil.NoSuchProcess:
-                already_gone.append(pid)
+                # A work-horse may already be gone once its worker is: it dies with its parent.
+                if n == 0:
+                    already_gone.append(pid)
         _confirm(victims)
         return Kill(owner, victims, at, (time.time() - at) * 1000, already_gone)
 
