@@ -353,13 +353,12 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
                 return _malformed(["header"])
         payload = body.model_dump()
         ticket = SendTicket(ledger, body.reference, idempotency_key, fingerprint(payload), x_testbed_attempt)
+        if hit is None:
+            answer = store.send(ticket, payload)
+            return _json(answer.status, answer.body, answer.replayed)
         early = store.admit(ticket)
         if early is not None:
             return _json(early.status, early.body, early.replayed)
-        if hit is None:
-            # No await between the claim and the apply, and apply releases the claim whatever happens.
-            answer = store.apply(ticket, payload)
-            return _json(answer.status, answer.body)
         # An armed request: holding it blocks, so it leaves the event loop.
         answer = await run_in_threadpool(_held_send, store, holds, ticket, payload, hit)
         return _json(answer.status, answer.body)
