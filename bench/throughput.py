@@ -61,7 +61,9 @@ def raw_rq(ops: int, workers: int, work: Path, *, with_startup: bool = False) ->
         if not with_startup:
             started = time.perf_counter()
         for first in range(0, ops, 1000):
-            batch = [Queue.prepare_data("noop_job.noop", result_ttl=60) for _ in range(min(1000, ops - first))]
+            # Results kept past the drain: the finished registry forgets a job whose result
+            # expired, and a drain slower than the TTL (a busy machine) would never be counted done.
+            batch = [Queue.prepare_data("noop_job.noop", result_ttl=3600) for _ in range(min(1000, ops - first))]
             queue.enqueue_many(batch)
         while queue.finished_job_registry.count < ops:
             time.sleep(0.01)
