@@ -1,11 +1,17 @@
-"""The default 12-cell `testbed chaos` against the article's Node script, in one run.
+"""The default 12-cell `testbed chaos` against raw RQ, and against the article's Node script.
 
-    python bench/article_speed.py PATH/TO/crash-lab.mjs [--repeat N]
+    python bench/article_speed.py [PATH/TO/crash-lab.mjs] [--repeat 3]
 
-The script is the article's, saved by the user; it is not part of this
-project. Both programs run on this machine, one after the other, and the
-ratio of their wall times is printed (target: testbed at least 8x faster).
-Our wall time includes starting Redis, the provider and the workers.
+Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4)
+draining as many no-op jobs as the chaos run's jobs (1,280: 1,200 ops and 80
+retries), started fresh on a private Redis; the time counts from starting
+Redis to the last job done, as the chaos run's counts starting its whole stack
+(target: testbed within 1.1x of raw RQ). With the article's script (saved by
+the user; it is not part of this project) and `node` on PATH, it runs too
+(target: testbed at least 8x faster); that figure depends as much on how fast
+Node forks on the machine as on the lab. Each figure is the median of
+--repeat runs, the programs taking turns; the machine's load average is
+printed with each run.
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from throughput import load_average, raw_rq
+
+CHAOS_JOBS = 1280  # 12 cells x 100 ops, plus a retry for each of the 80 faulted ops
+CHAOS_WORKERS = 4
+
 
 def timed(argv: list[str], cwd: Path, stdout: Path) -> float:
     started = time.perf_counter()
@@ -29,22 +40,31 @@ def timed(argv: list[str], cwd: Path, stdout: Path) -> float:
     return time.perf_counter() - started
 
 
+def runs(times: list[float]) -> str:
+    return ", ".join(f"{t:.1f}" for t in times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("script", type=Path, help="the article's crash-lab.mjs")
+    parser.add_argument("script", type=Path, nargs="?", help="the article's crash-lab.mjs (optional)")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    node = shutil.which("node")
-    if node is None:
-        sys.exit("node is not on PATH: nothing to compare against")
-    if not args.script.is_file():
+    node = shutil.which("node") if args.script is not None else None
+    if args.script is not None and node is None:
+        sys.exit("node is not on PATH: nothing to run the article's script with")
+    if args.script is not None and not args.script.is_file():
         sys.exit(f"no such file: {args.script}")
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
-        node_times, ours = [], []
+        node_times: list[float] = []
+        raw_times: list[float] = []
+        ours: list[float] = []
         for _ in range(args.repeat):
-            node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json"))
-            assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
+            before = load_average()
+            if node is not None:
+                node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json"))
+                assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
+            raw_times.append(raw_rq(CHAOS_JOBS, CHAOS_WORKERS, work, with_startup=True))
             ours.append(
                 timed(
                     [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")],
@@ -53,14 +73,23 @@ def main() -> None:
                 )
             )
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
-        node_wall, our_wall = statistics.median(node_times), statistics.median(ours)
-        print(f"machine: {os.cpu_count()} cpus; node {subprocess.check_output([node, '--version'], text=True).strip()}")
-        print(f"article script (node):  {node_wall:7.1f} s   runs: {', '.join(f'{t:.1f}' for t in node_times)}")
-        print(f"testbed chaos:          {our_wall:7.1f} s   runs: {', '.join(f'{t:.1f}' for t in ours)}")
-        print(f"speed-up: {node_wall / our_wall:.1f}x (target 8x)")
+            load = f"load average {before} -> {load_average()}"
+            print(f"run: raw RQ {raw_times[-1]:.1f} s, testbed chaos {ours[-1]:.1f} s ({load})")
+        raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
+        print(f"machine: {os.cpu_count()} cpus")
+        raw_label = f"raw RQ, {CHAOS_JOBS} no-op jobs, {CHAOS_WORKERS} fresh workers:"
+        print(f"{raw_label} {raw_wall:6.1f} s   runs: {runs(raw_times)}")
+        print(f"{'testbed chaos:':{len(raw_label)}} {our_wall:6.1f} s   runs: {runs(ours)}")
+        print(f"testbed / raw RQ: {our_wall / raw_wall:.2f}x (target 1.1x or less)")
+        if node is not None:
+            node_wall = statistics.median(node_times)
+            version = subprocess.check_output([node, "--version"], text=True).strip()
+            print(f"article script (node {version}): {node_wall:6.1f} s   runs: {runs(node_times)}")
+            print(f"speed-up over the article's script: {node_wall / our_wall:.1f}x (target 8x)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     main()

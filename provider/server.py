@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 from pathlib import Path
 
@@ -28,10 +30,13 @@ def serve(
     token: str | None = None,
     sock: socket.socket | None = None,
     access_log: bool = False,
+    uds: Path | None = None,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
     environment, never from a command line: see labcore.credentials. With
-    `sock`, serve on that bound socket (the caller chose and named the port)."""
+    `sock`, serve on that bound socket (the caller chose and named the port).
+    With `uds`, serve on that unix socket too (same app, same token): the lab's
+    own work-horses on this host connect there, without a TCP connect per job."""
     die_with_parent(parent_pid)
     store = Store(db)
     bus: Bus | RunBuses | None = None
@@ -42,7 +47,28 @@ def serve(
     app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
     level = "info" if access_log else "warning"
     config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=access_log, http="httptools")
+    sockets = None
+    if uds is not None:
+        sockets = [sock if sock is not None else config.bind_socket(), _unix_socket(uds)]
+    elif sock is not None:
+        sockets = [sock]
     try:
-        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
+        uvicorn.Server(config).run(sockets=sockets)
     finally:
         store.close()
+        if uds is not None:
+            with contextlib.suppress(FileNotFoundError):
+                uds.unlink()
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    """Bound beside the path, then renamed over it: a restarted provider replaces
+    its predecessor's socket with no moment at which the path is missing."""
+    fresh = path.with_name(f"{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        fresh.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(fresh))
+    os.chmod(fresh, 0o600)
+    os.replace(fresh, path)
+    return sock

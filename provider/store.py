@@ -236,6 +236,16 @@ class Store:
     def apply(self, ticket: SendTicket, payload: dict[str, Any]) -> Answer:
         return self._run(ticket.ledger, lambda s: machine.apply(s, ticket, payload))
 
+    def send(self, ticket: SendTicket, payload: dict[str, Any]) -> Answer:
+        """An unarmed send whole: admit, then apply if admitted, under one lock and
+        in one transaction (nothing can come between them: no request is held there)."""
+
+        def admit_and_apply(state: _SqliteLedger) -> Answer:
+            early = machine.admit(state, ticket)
+            return early if early is not None else machine.apply(state, ticket, payload)
+
+        return self._run(ticket.ledger, admit_and_apply)
+
     def drop(self, ticket: SendTicket) -> None:
         self._run(ticket.ledger, lambda s: machine.drop(s, ticket))
 

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from labcore.answers import RETRY_AFTER, UNPROCESSED, Lookup, Reply, Seen, seen
 from labcore.credentials import TOKEN_ENV, bearer
+from labcore.endpoints import unix_path
 
 # The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
 _AUTH = bearer(os.environ.get(TOKEN_ENV))
@@ -44,13 +45,38 @@ def _connection(base: str, timeout: float) -> http.client.HTTPConnection:
     if _conn is not None and _conn.sock is not None and _dropped(_conn.sock):
         _conn.close()  # the provider closed it (it restarted): reconnect rather than send into it
     if _conn is None or _conn_base != base:
-        parts = urlsplit(base)
-        _conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+        path = unix_path(base)
+        if path is not None:
+            _conn = _UnixConnection(path, timeout)
+        else:
+            parts = urlsplit(base)
+            _conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
         _conn_base = base
     _conn.timeout = timeout
     if _conn.sock is not None:
         _conn.sock.settimeout(timeout)
     return _conn
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP on the unix socket of a provider on this host (see labcore.endpoints)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except FileNotFoundError as exc:  # no provider there (yet): as a refused TCP connect
+            sock.close()
+            raise ConnectionRefusedError(str(exc)) from exc
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 def _dropped(sock: socket.socket) -> bool:

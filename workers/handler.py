@@ -70,15 +70,31 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     read = client.lookup if s.read_path == "lookup" else client.search
     resend = s.provider_crashes and not probe.armed_to_crash_provider()
 
+    # A marker the flow wrote, not yet sent: it goes to Redis with the next round trip
+    # that can show it to anyone (a kill point, a request, the attempt's end), so the
+    # last marker and the attempt's outcome share one round trip. Nothing observes the
+    # ledger in between: a boundary that is not armed is no point at all.
+    pending: list[Marker] = []
+
+    def flush() -> None:
+        if pending:
+            ledger.write(op, pending.pop())
+
     def do(step: object) -> Any:
         if isinstance(step, At):
-            probe.at(step.boundary)
-        elif isinstance(step, ReadMarker):
+            if probe.stops_at(step.boundary):
+                flush()
+                probe.at(step.boundary)
+            return None
+        if isinstance(step, ReadMarker):
             # Read in the job's first round trip, right at its start, where the flow asks for it.
             return Marker.decode(raw_marker)
         elif isinstance(step, WriteMarker):
-            ledger.write(op, step.marker)
-        elif isinstance(step, Send):
+            flush()
+            pending.append(step.marker)
+            return None
+        flush()
+        if isinstance(step, Send):
             try:
                 reply = client.send(
                     s.provider,
@@ -107,9 +123,12 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     try:
         result: Result = drive(attempt(strategy, s.max_waits), do)
     except BaseException as exc:
+        flush()
         probe.event(EventKind.ATTEMPT_END, outcome="error", error=type(exc).__name__)
         raise
+    if probe.watched:  # the marker lands before the attempt's end is reported, as it was written
+        flush()
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
     probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
-    ledger.finish(op, result)
+    ledger.finish(op, result, pending.pop() if pending else None)
     return result.outcome.value

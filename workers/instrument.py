@@ -59,6 +59,10 @@ class Probe:
             raise ControllerAbsent(f"faults before attempt {self._attempt} of {self._op} were never settled")
         self.event(EventKind.ATTEMPT_START, enqueuedAt=enqueued_at)
 
+    def stops_at(self, boundary: Boundary) -> bool:
+        """This attempt is held at this worker-side boundary (elsewhere `at` does nothing)."""
+        return boundary in self._hits and not boundary.on_provider
+
     def at(self, boundary: Boundary) -> None:
         hit = self._hits.get(boundary)
         if hit is None or boundary.on_provider:

@@ -18,9 +18,12 @@ class Ledger:
     def write(self, op: str, marker: Marker) -> None:
         self._redis.hset(self._keys.ledger, op, marker.encode())
 
-    def finish(self, op: str, result: Result) -> None:
-        """The job is about to return: record what the application now believes."""
+    def finish(self, op: str, result: Result, marker: Marker | None = None) -> None:
+        """The job is about to return: record what the application now believes,
+        after the attempt's last marker if it is still to be written (one round trip)."""
         with self._redis.pipeline(transaction=False) as pipe:
+            if marker is not None:
+                pipe.hset(self._keys.ledger, op, marker.encode())
             pipe.hset(self._keys.outcomes, op, records.encode(result.outcome, result.detail))
             pipe.incr(self._keys.ended)
             pipe.execute()

@@ -134,6 +134,7 @@ class RemoteProvider:
 
     def __init__(self, url: str, token: str | None) -> None:
         self.url = url.rstrip("/")
+        self.job_url = self.url  # workers on other hosts reach it over the network
         self.token = token
 
     def check_reachable(self) -> None:

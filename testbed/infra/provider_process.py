@@ -16,10 +16,12 @@ from urllib.parse import quote
 import httpx
 
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
+from labcore.endpoints import unix_url
 from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
+from testbed.infra.redis_server import MAX_SOCKET_PATH
 
 
 class ProviderProcess:
@@ -31,6 +33,13 @@ class ProviderProcess:
         self.token = new_secret()
         self._argv = [sys.executable, "-m", "provider", "--port", str(self.port), "--db", str(self.db)]
         self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
+        # The built-in job's work-horses take the unix socket in the run's private dir (no
+        # TCP connect per job); the admin, users' jobs and anyone else use TCP.
+        self.job_url = self.url
+        uds = workdir / "provider.sock"
+        if len(str(uds)) < MAX_SOCKET_PATH:
+            self._argv += ["--uds", str(uds)]
+            self.job_url = unix_url(uds)
         self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}
         self._proc: subprocess.Popen[bytes] | None = None
 

@@ -24,7 +24,7 @@ from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
 from testbed.infra.parts import check_alive
 
-_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 
 
 def find_binary() -> str:
@@ -64,7 +64,7 @@ class PrivateRedis:
         binary = find_binary()
         config = self._dir / "redis.conf"
         socket = self._dir / "redis.sock"
-        use_socket = len(str(socket)) < _MAX_SOCKET_PATH
+        use_socket = len(str(socket)) < MAX_SOCKET_PATH
         # A free port can be taken between choosing and binding it: TCP gets three tries.
         for _ in range(1 if use_socket else 3):
             settings = [f"requirepass {self._password}", 'save ""', "appendonly no", "daemonize no"]

@@ -212,7 +212,7 @@ class CellRunner:
             cell=cell_id,
             strategy=cell.strategy,
             ledger=ledger,
-            provider=s.provider.url,
+            provider=s.provider.job_url,
             read_path=scenario.read_path.value,
             client_timeout=scenario.client_timeout or o.client_timeout,
             max_waits=int(INFLIGHT_WAIT / POLL_INTERVAL),
