@@ -6,24 +6,16 @@ local ledger in Redis, the provider over HTTP, and the chaos probes.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from rq import get_current_job
-
-from labcore import plan
-from labcore.bus import Bus
 from labcore.events import EventKind
-from labcore.keys import RunKeys
 from labcore.payloads import fingerprint
-from labcore.procs import die_with_parent
 from workers import client
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, Wait, WriteMarker, attempt, drive
-from workers.instrument import Probe
+from workers.instrument import open_attempt
 from workers.ledger import Ledger
 from workers.strategies import STRATEGIES, KeyMode, Marker
 
@@ -45,24 +37,10 @@ class JobSpec:
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> str:
-    # A work-horse whose worker was killed has no one to report to.
-    die_with_parent(os.getppid())
-    job = get_current_job()
-    assert job is not None
-    redis = job.connection
     s = JobSpec(**spec)
-    keys = RunKeys(s.prefix)
-    cell = keys.cell(s.cell)
-    with redis.pipeline(transaction=False) as pipe:
-        pipe.hincrby(cell.attempts, op, 1)
-        pipe.hget(cell.ops, op)
-        pipe.hget(cell.plan, op)
-        pipe.hget(cell.ledger, op)
-        number, raw_intent, raw_plan, raw_marker = pipe.execute()
-    intent = json.loads(raw_intent)
-    probe = Probe(Bus(redis, keys), s.cell, op, seq, number, plan.decode(raw_plan))
-    probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None)
-    ledger = Ledger(redis, cell)
+    opened = open_attempt(s.prefix, s.cell, op, seq, with_marker=True)
+    number, intent, raw_marker, probe = opened.number, opened.intent, opened.marker, opened.probe
+    ledger = Ledger(opened.redis, opened.cell)
     strategy = STRATEGIES[s.strategy]
     key = {KeyMode.NONE: None, KeyMode.STABLE: op, KeyMode.FRESH: uuid.uuid4().hex}[strategy.key]
     payload = {"reference": op, **intent["payload"]}

@@ -9,16 +9,24 @@ and a retry waits until the controller has finished with earlier faults.
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from redis import Redis
+from rq import get_current_job
+
+from labcore import plan
 from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit
 from labcore.faults import RULES
 from labcore.ids import HitId
+from labcore.keys import CellKeys, RunKeys
 from labcore.plan import Armed
+from labcore.procs import die_with_parent
 
 
 class ControllerAbsent(RuntimeError):
@@ -102,3 +110,36 @@ class Probe:
     def event(self, kind: EventKind, **data: Any) -> None:
         if self.watched:
             self._bus.emit(Event(kind, self._cell, self._op, self._attempt, self._pid, self._worker, time.time(), data))
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """An attempt as a job begins it: its number, its op's intent (and local marker), its probe."""
+
+    redis: Redis
+    cell: CellKeys
+    number: int
+    intent: dict[str, Any]
+    marker: bytes | None
+    probe: Probe
+
+
+def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool) -> Opened:
+    """Count the attempt and read what it needs in one round trip, then wait, if
+    the plan says so, until the controller is done with the op's earlier faults."""
+    die_with_parent(os.getppid())  # a work-horse whose worker was killed has no one to report to
+    job = get_current_job()
+    assert job is not None
+    redis = job.connection
+    keys = RunKeys(prefix)
+    cell = keys.cell(cell_id)
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.hincrby(cell.attempts, op, 1)
+        pipe.hget(cell.ops, op)
+        pipe.hget(cell.plan, op)
+        if with_marker:
+            pipe.hget(cell.ledger, op)
+        number, raw_intent, raw_plan, *marker = pipe.execute()
+    probe = Probe(Bus(redis, keys), cell_id, op, seq, number, plan.decode(raw_plan))
+    probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None)
+    return Opened(redis, cell, number, json.loads(raw_intent), marker[0] if marker else None, probe)

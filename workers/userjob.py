@@ -20,24 +20,17 @@ raised (RQ retries it, and in the end gives up on it).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from rq import get_current_job
-
-from labcore import plan
 from labcore.boundaries import Boundary
-from labcore.bus import Bus
-from labcore.events import Hit
+from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
-from labcore.keys import RunKeys
-from labcore.procs import die_with_parent
 from labcore.scoped import PROVIDER_ENV, Scope, base_url, sign, user_op_id
 from workers import http_probes, scope, target
 from workers.flow import Outcome, Result
-from workers.instrument import Probe
+from workers.instrument import open_attempt
 from workers.ledger import Ledger
 
 http_probes.install()
@@ -58,27 +51,14 @@ class UserJobSpec:
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
-    # A work-horse whose worker was killed has no one to report to.
-    die_with_parent(os.getppid())
-    job = get_current_job()
-    assert job is not None
-    redis = job.connection
     s = UserJobSpec(**spec)
-    keys = RunKeys(s.prefix)
-    cell = keys.cell(s.cell)
-    with redis.pipeline(transaction=False) as pipe:
-        pipe.hincrby(cell.attempts, op, 1)
-        pipe.hget(cell.ops, op)
-        pipe.hget(cell.plan, op)
-        number, raw_intent, raw_plan = pipe.execute()
-    intent = json.loads(raw_intent)
-    probe = Probe(Bus(redis, keys), s.cell, op, seq, number, plan.decode(raw_plan))
-    probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None)
+    opened = open_attempt(s.prefix, s.cell, op, seq, with_marker=False)
+    redis, cell, number, intent, probe = opened.redis, opened.cell, opened.number, opened.intent, opened.probe
     armed = probe.provider_hit()
     base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), s.secret))
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
-    attempt = scope.Attempt(base, probe.at, lambda: probe.event("call-timeout"), probe.contact)
+    attempt = scope.Attempt(base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact)
     # Held until the client gives up: if the instrumentation did not see it give up
     # (a client the lab does not instrument), the attempt's end says so.
     awaits_timeout = (
@@ -95,10 +75,10 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
                     attempt.call_timed_out()
             attempt.at(Boundary.AFTER_RECORD)
         except BaseException as exc:
-            probe.event("attempt-end", outcome="error", error=type(exc).__name__)
+            probe.event(EventKind.ATTEMPT_END, outcome="error", error=type(exc).__name__)
             raise
     result = Result(Outcome.COMPLETED, repr(value)[:_DETAIL])
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
-    probe.event("attempt-end", outcome=result.outcome.value, detail=result.detail)
+    probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
     Ledger(redis, cell).finish(op, result)
     return value
