@@ -57,6 +57,10 @@ class _Served:
     dead_names: set[str] = field(default_factory=set)
 
 
+# How long an agent waits at start for its Redis to come up.
+REDIS_WAIT = 60.0
+
+
 class Agent:
     def __init__(self, redis_url: str, name: str, workers: int, provider_token: str | None) -> None:
         self.name = name
@@ -70,12 +74,21 @@ class Agent:
 
     # -- life ------------------------------------------------------------------
 
-    def register(self) -> None:
-        try:
-            if not self._redis.set(proto.live_key(self.name), self._me, nx=True, ex=proto.AGENT_TTL):
-                raise SetupError(f"an agent named {self.name!r} is already registered with this Redis")
-        except (redis_lib.RedisError, ValueError) as exc:
-            raise SetupError(f"cannot reach Redis at {redacted(self._url)}: {exc}") from None
+    def register(self, wait: float = REDIS_WAIT) -> None:
+        """Register, waiting a while for a Redis that is not up yet: a host's agent
+        may well start before the Redis it serves (as compose starts services)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                if not self._redis.set(proto.live_key(self.name), self._me, nx=True, ex=proto.AGENT_TTL):
+                    raise SetupError(f"an agent named {self.name!r} is already registered with this Redis")
+                return
+            except redis_lib.ConnectionError as exc:
+                if time.monotonic() > deadline:
+                    raise SetupError(f"cannot reach Redis at {redacted(self._url)}: {exc}") from None
+                time.sleep(0.5)
+            except (redis_lib.RedisError, ValueError) as exc:
+                raise SetupError(f"cannot reach Redis at {redacted(self._url)}: {exc}") from None
 
     def stop(self, *_: object) -> None:
         self._stopping = True
