@@ -7,6 +7,11 @@ COPY labcore labcore
 COPY provider provider
 COPY workers workers
 COPY testbed testbed
+# iproute2 for the partition fault: `ip` may change routing rules wherever the
+# container was given NET_ADMIN (compose.yaml gives it to the agents only).
+RUN apt-get update && apt-get install -y --no-install-recommends iproute2 libcap2-bin \
+    && setcap cap_net_admin+ep "$(command -v ip)" \
+    && apt-get purge -y libcap2-bin && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir . \
     && useradd --create-home --uid 10001 lab \
     && mkdir /data /lab && chown lab:lab /data /lab

@@ -74,6 +74,7 @@ class Registration:
     host: str
     pid: int
     workers: int  # worker processes it starts per run
+    no_partition: str = ""  # why it cannot cut its host off the provider (partition); "" if it can
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,8 @@ class AgentState:
 class OrderKind:
     KILL = "kill"  # SIGKILL a work-horse (and, if whole, its worker first)
     REPLACE = "replace"  # reap a killed worker, start a fresh one
+    CUT = "cut"  # cut the agent's host off from the run's provider (partition)
+    HEAL = "heal"  # undo the cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,7 @@ class Order:
     worker: str  # the RQ worker name the hit came from
     horse_pid: int = 0
     whole: bool = False
+    hit: str = ""  # a cut's or heal's hit: the host heals once every hit that cut it has healed
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +119,8 @@ class Reply:
     ok: bool
     error: str = ""
     victims: list[int] = field(default_factory=list)
-    at: float = 0.0  # when the agent sent the first SIGKILL (its clock)
-    confirmed_ms: float = 0.0  # from the SIGKILL until psutil saw every victim gone
+    at: float = 0.0  # when the agent sent the first SIGKILL, or began the cut or heal (its clock)
+    confirmed_ms: float = 0.0  # from the SIGKILL until psutil saw every victim gone; the cut or heal in place
     already_gone: list[int] = field(default_factory=list)
     fresh: str = ""  # a replacement's worker name
     fresh_pid: int = 0

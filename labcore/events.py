@@ -30,6 +30,8 @@ class EventKind(StrEnum):
     WORKER_RESTARTED = "worker-restarted"
     RECOVERED = "recovered"
     NEMESIS = "nemesis"
+    PARTITIONED = "partitioned"  # the hit worker's host cut off from the provider
+    HEALED = "healed"
     ANOMALY = "anomaly"  # something the controller did not plan for
 
 

@@ -12,7 +12,7 @@ the retry overlaps the first request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from labcore.boundaries import ORDER, PROVIDER_SIDE, Boundary
@@ -26,6 +26,7 @@ class Fault(StrEnum):
     LATE = "late"
     HOLD = "hold"
     PROVIDER_CRASH = "provider-crash"
+    PARTITION = "partition"
 
 
 class Release(StrEnum):
@@ -65,6 +66,8 @@ class FaultRule:
     client_gives_up: bool = True
     # The provider process is SIGKILLed at the boundary and restarted on its log.
     kills_provider: bool = False
+    # The hit worker's host is cut off from the provider (by its agent) until the trigger heals it.
+    cuts_network: bool = False
 
     @property
     def kills(self) -> bool:
@@ -76,17 +79,20 @@ class FaultRule:
 # when the controller never answers a hold.
 ABANDONED = {Boundary.BEFORE_EFFECT: Release.DROP, Boundary.AFTER_EFFECT: Release.RESPOND}
 
+# The provider holds the request until the client gives up, then abandons it.
+_TIMEOUT = FaultRule(
+    tuple(b for b in ORDER if b in PROVIDER_SIDE),
+    False,
+    False,
+    Trigger.CLIENT_TIMED_OUT,
+    Settle.AT_RELEASE,
+    ABANDONED,
+)
+
 RULES: dict[Fault, FaultRule] = {
     Fault.KILL: FaultRule(ORDER, True, False, Trigger.KILLED, Settle.AT_RELEASE, ABANDONED),
     Fault.KILL_WORKER: FaultRule(ORDER, True, True, Trigger.KILLED, Settle.AT_RELEASE, ABANDONED),
-    Fault.TIMEOUT: FaultRule(
-        tuple(b for b in ORDER if b in PROVIDER_SIDE),
-        False,
-        False,
-        Trigger.CLIENT_TIMED_OUT,
-        Settle.AT_RELEASE,
-        ABANDONED,
-    ),
+    Fault.TIMEOUT: _TIMEOUT,
     Fault.LATE: FaultRule(
         (Boundary.BEFORE_EFFECT,),
         False,
@@ -117,6 +123,11 @@ RULES: dict[Fault, FaultRule] = {
         {Boundary.BEFORE_EFFECT: Release.LOST, Boundary.AFTER_EFFECT: Release.RESPOND},
         kills_provider=True,
     ),
+    # The worker's host is cut off from the provider at the boundary, both ways, by
+    # the agent on that host; the held request is let go at once, so an answer after
+    # the effect is sent into the cut and lost. The client times out, and the cut
+    # heals before the op's next attempt: a timeout, with the network doing the losing.
+    Fault.PARTITION: replace(_TIMEOUT, cuts_network=True),
 }
 
 

@@ -33,11 +33,20 @@ _conn: http.client.HTTPConnection | None = None
 _conn_base = ""
 
 
-# A refused connection or a 503 with Retry-After was never processed: sending it
-# again is safe. Anything else that fails is the caller's to judge, unless the
-# caller knows that a request left unanswered was not processed either.
+# A request whose connection could not be made (refused, unreachable, cut off)
+# or that got a 503 with Retry-After was never processed: sending it again is
+# safe. Anything else that fails is the caller's to judge, unless the caller
+# knows that a request left unanswered was not processed either.
 _RETRY_PAUSE = 0.02
 _UNANSWERED = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
+class _NotSent(Exception):
+    """The connection could not be made: nothing of the request left this host."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _connection(base: str, timeout: float) -> http.client.HTTPConnection:
@@ -96,13 +105,17 @@ def _request(
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
     """One request; what the provider never processed is sent again until `timeout`."""
     deadline = time.monotonic() + timeout
-    unprocessed: tuple[type[Exception], ...] = (ConnectionRefusedError, *(_UNANSWERED if resend_unanswered else ()))
+    unprocessed: tuple[type[Exception], ...] = (_NotSent, *(_UNANSWERED if resend_unanswered else ()))
     while True:
         try:
             status, response_headers, parsed = _once(base, method, path, headers, timeout, body)
-        except unprocessed:
+        except unprocessed as exc:
             if time.monotonic() + _RETRY_PAUSE > deadline:
-                raise
+                if not isinstance(exc, _NotSent):
+                    raise
+                if isinstance(exc.cause, TimeoutError):
+                    raise Timeout(f"{method} {path}: no connection within {timeout} s") from exc.cause
+                raise exc.cause from None
         else:
             if status != UNPROCESSED or RETRY_AFTER not in response_headers:
                 return status, response_headers, parsed
@@ -116,6 +129,13 @@ def _once(
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
     global _conn
     conn = _connection(base, timeout)
+    if conn.sock is None:
+        try:
+            conn.connect()
+        except OSError as exc:
+            conn.close()
+            _conn = None
+            raise _NotSent(exc) from exc
     try:
         conn.request(method, path, body=body, headers={**headers, **_AUTH})
         response = conn.getresponse()

@@ -5,8 +5,11 @@ agents' workers (labcore.agents), starts its share of each run's `rq worker`
 processes with the run's key prefix, and carries out the run's controller's
 orders on them: kill a work-horse or a whole worker by pid (only a work-horse
 of a worker it started for that run, confirmed gone with psutil), and replace
-a killed worker. A run's workers stop when the run withdraws its request or
-its controller stops beating. The agent's workers die with it (PDEATHSIG).
+a killed worker. Where it may change its host's routing, it also cuts its
+host off from the run's provider and heals the cut (`partition`,
+testbed.agent.network). A run's workers stop, and any cut heals, when the run
+withdraws its request or its controller stops beating. The agent's workers die
+with it (PDEATHSIG).
 
 Secrets (the Redis URL's password, the provider token) reach the workers
 through their environment only (testbed.infra.supervisor).
@@ -31,6 +34,7 @@ from labcore import agents as proto
 from labcore.agents import AgentState, Order, OrderKind, Registration, Reply, Request, RunAgentKeys
 from labcore.credentials import redacted
 from labcore.procs import stop_all
+from testbed.agent import network
 from testbed.errors import RunFailure, SetupError
 from testbed.infra import leftovers
 from testbed.infra.parts import PartDied, check_alive
@@ -55,6 +59,7 @@ class _Served:
     workdir: Path
     dead: list[str] = field(default_factory=list)
     dead_names: set[str] = field(default_factory=set)
+    cut_by: set[str] = field(default_factory=set)  # the hits this host is cut off from the run's provider for
 
 
 # How long an agent waits at start for its Redis to come up.
@@ -68,7 +73,10 @@ class Agent:
         self._url = redis_url
         self._token = provider_token
         self._redis = redis_lib.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=10)
-        self._me = proto.encode(Registration(name, socket.gethostname(), os.getpid(), workers))
+        # It heals what an agent that died cutting left behind, if it may.
+        self.no_partition = network.can_cut() or ""
+        me = Registration(name, socket.gethostname(), os.getpid(), workers, self.no_partition)
+        self._me = proto.encode(me)
         self._served: dict[str, _Served] = {}
         self._stopping = False
 
@@ -152,6 +160,8 @@ class Agent:
 
     def _end(self, prefix: str) -> None:
         served = self._served.pop(prefix)
+        if served.cut_by:
+            network.heal()
         stop_all(served.supervisor.release())
         shutil.rmtree(served.workdir, ignore_errors=True)
         with contextlib.suppress(redis_lib.RedisError):
@@ -215,9 +225,27 @@ class Agent:
                     return Reply(order.id, False, f"no killed worker {order.worker!r} of agent {self.name}")
                 fresh = served.killer.replace(worker)
                 return Reply(order.id, True, fresh=fresh.name, fresh_pid=fresh.pid)
+            if order.kind in (OrderKind.CUT, OrderKind.HEAL):
+                return self._partition(served, order)
             return Reply(order.id, False, f"unknown order {order.kind!r}")
         except RunFailure as exc:
             return Reply(order.id, False, f"agent {self.name}: {exc}")
+
+
+    def _partition(self, served: _Served, order: Order) -> Reply:
+        if self.no_partition:
+            return Reply(order.id, False, f"agent {self.name} cannot cut its host off: {self.no_partition}")
+        at = time.time()
+        # Two hits on this host may overlap: the host stays cut until both have healed.
+        if order.kind == OrderKind.CUT:
+            if not served.cut_by:
+                network.cut(network.peer_of(served.request.provider_url))
+            served.cut_by.add(order.hit)
+        else:
+            served.cut_by.discard(order.hit)
+            if not served.cut_by:
+                network.heal()
+        return Reply(order.id, True, at=at, confirmed_ms=(time.time() - at) * 1000)
 
 
 def run_agent(redis_url: str, name: str, workers: int, provider_token: str | None) -> None:

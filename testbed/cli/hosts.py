@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -46,13 +47,23 @@ def remote_options(args: StackArgs) -> RemoteOptions | None:
     return RemoteOptions(args.provider_url, read_token(args.provider_token_file))
 
 
-def refuse_remote(stack: StackOptions, cells: list[Cell]) -> None:
-    """What a run on parts it did not start cannot do is refused before anything starts."""
+def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
+    """What the stack cannot do for these cells is refused before anything starts:
+    crashing a provider the run did not start, or cutting off a host that no agent
+    of the run is on. A run that cuts hosts off asks its agents whether they can."""
+    faults = {c.fault for c in cells if c.injected}
     if stack.remote is None:
-        return
-    crashing = sorted({c.fault.value for c in cells if c.injected and RULES[c.fault].kills_provider})
+        cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
+        if cutting:
+            raise UsageError(
+                f"{cutting[0]} cuts a worker's host off from the provider: it needs the agents' hosts"
+                " (--agents, each agent with CAP_NET_ADMIN on its host)"
+            )
+        return stack
+    crashing = sorted(f.value for f in faults if RULES[f].kills_provider)
     if crashing:
         raise UsageError(f"{crashing[0]} needs a provider this run starts; with --agents it cannot be crashed")
+    return replace(stack, remote=replace(stack.remote, partition=any(RULES[f].cuts_network for f in faults)))
 
 
 def agent(

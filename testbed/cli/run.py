@@ -141,7 +141,7 @@ def _run(
     from testbed.report import tables as report
     from testbed.report.live import Live
 
-    hosts.refuse_remote(stack, cells)
+    stack = hosts.fit_stack(stack, cells)
     out.check()
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
     if (note := estimate.confirm(yes)) is not None:

@@ -209,6 +209,10 @@ class AgentStack(Stack):
         agents = live_agents(self.redis)
         if not agents:
             raise SetupError(f"no agent is registered with Redis at {redacted(o.redis_url)}: start `testbed agent`")
+        unable = {name: a.no_partition for name, a in agents.items() if a.no_partition}
+        if o.remote.partition and unable:
+            name, why = sorted(unable.items())[0]
+            raise SetupError(f"partition: agent {name} cannot cut its host off the provider: {why}")
         self.agent_keys = RunAgentKeys(self.keys.prefix)
         self.supervisor = self.pool = AgentPool(self.redis, self.agent_keys, agents)
         self._beating = threading.Event()

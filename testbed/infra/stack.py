@@ -33,6 +33,7 @@ class RemoteOptions:
 
     provider_url: str
     provider_token: str | None
+    partition: bool = False  # the run cuts agents' hosts off the provider: every agent must be able to
 
 
 @dataclass(frozen=True, slots=True)

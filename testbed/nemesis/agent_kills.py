@@ -13,12 +13,13 @@ from labcore.agents import Order, OrderKind, new_order_id
 from testbed.errors import RunFailure
 from testbed.infra.agents import AgentPool, AgentStack, RemoteWorker
 from testbed.infra.stack import Stack
-from testbed.nemesis.kills import Crash, Kill, Killer
+from testbed.nemesis.kills import Crash, Cut, Kill, Killer
 
 
 class AgentKiller:
     def __init__(self, pool: AgentPool) -> None:
         self._pool = pool
+        self._cut: dict[str, str] = {}  # hit -> the agent whose host it cut off
 
     @property
     def provider_pid(self) -> int:
@@ -47,6 +48,25 @@ class AgentKiller:
         del self._pool.workers[worker.name]
         self._pool.workers[fresh.name] = fresh
         return fresh
+
+
+    def cut(self, hit: str, worker: str) -> Cut:
+        """The hit worker's agent cuts its host off from the provider, and says when it is in place."""
+        owner = self._pool.workers.get(worker)
+        if owner is None:
+            raise RunFailure(f"cannot cut off {worker!r}: not a worker of this run's agents")
+        reply = self._pool.order(owner.agent, Order(new_order_id(), OrderKind.CUT, worker, hit=hit))
+        if not reply.ok:
+            raise RunFailure(reply.error)
+        self._cut[hit] = owner.agent
+        return Cut(owner.agent, reply.at, reply.confirmed_ms)
+
+    def heal(self, hit: str) -> Cut:
+        agent = self._cut.pop(hit)
+        reply = self._pool.order(agent, Order(new_order_id(), OrderKind.HEAL, "", hit=hit))
+        if not reply.ok:
+            raise RunFailure(reply.error)
+        return Cut(agent, reply.at, reply.confirmed_ms)
 
 
 def killer_for(stack: Stack) -> Killer | AgentKiller:

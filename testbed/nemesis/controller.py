@@ -1,7 +1,8 @@
 """The chaos controller (the nemesis's dispatcher).
 
 It consumes the bus: for each hit it checks the plan, then acts as the fault's
-rule says (`labcore.faults.RULES`): kill by pid (`kills`), tell a holding
+rule says (`labcore.faults.RULES`): kill by pid (`kills`), cut a worker's
+host off from the provider and heal it (through its agent), tell a holding
 provider what to do with the request once the rule's trigger came, change the
 world as the scenario says (`world`), and then *settle* the fault, which lets
 the op's next attempt begin. What it sees and does goes to the cell's
@@ -82,7 +83,7 @@ class Controller:
         """The cell's jobs are all over: let go of whatever is still held."""
         cell = self._cells.pop(cell_id)
         for hit in [*cell.timeouts.values(), *cell.late.values()]:
-            self._release(hit)
+            self._abandon(cell, hit)
         return cell.seen
 
     # -- hits ----------------------------------------------------------------
@@ -102,6 +103,8 @@ class Controller:
             self._kill(cell, hit, whole_worker=rule.kills_worker)
         if rule.kills_provider:
             self._crash(cell, hit)
+        if rule.cuts_network:
+            self._cut(cell, hit)
         if rule.settle is Settle.AT_HIT:
             self._settle(cell, hit)
         if rule.trigger is Trigger.KILLED:
@@ -158,12 +161,47 @@ class Controller:
             restartedMs=round(crash.restarted_ms, 2),
         )
 
+    def _cut(self, cell: _Cell, hit: Hit) -> None:
+        """Cut the hit worker's host off from the provider, then let the held request
+        go at once: whatever the provider answers is sent into the cut."""
+        cut = self._killer.cut(hit.hit, hit.worker)
+        self._release(hit)
+        cell.seen.note(
+            hit.op,
+            EventKind.PARTITIONED,
+            cut.at,
+            attempt=hit.attempt,
+            boundary=hit.boundary,
+            worker=hit.worker,
+            host=cut.host,
+            confirmedMs=round(cut.confirmed_ms, 2),
+            letGo=time.time(),  # the provider had done with the request (and answered, after the effect)
+        )
+
+    def _heal(self, cell: _Cell, hit: Hit) -> None:
+        healed = self._killer.heal(hit.hit)
+        cell.seen.note(
+            hit.op,
+            EventKind.HEALED,
+            healed.at,
+            attempt=hit.attempt,
+            host=healed.host,
+            confirmedMs=round(healed.confirmed_ms, 2),
+        )
+
     def _let_go(self, cell: _Cell, hit: Hit) -> None:
-        """The fault's trigger came: release a held request, then settle if the rule says so."""
-        if hit.side is Side.PROVIDER and not RULES[hit.fault].kills_provider:
-            self._release(hit)
+        """The fault's trigger came: release a held request (or heal the cut it was
+        released into), then settle if the rule says so."""
+        self._abandon(cell, hit)
         if RULES[hit.fault].settle is Settle.AT_RELEASE:
             self._settle(cell, hit)
+
+    def _abandon(self, cell: _Cell, hit: Hit) -> None:
+        rule = RULES[hit.fault]
+        if rule.cuts_network:
+            self._heal(cell, hit)
+        elif hit.side is Side.PROVIDER and not rule.kills_provider:
+            self._release(hit)
 
     def _release(self, hit: Hit) -> None:
         """Tell the holding provider what to do, and wait until it has done it."""

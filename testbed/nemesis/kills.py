@@ -33,6 +33,18 @@ class Crash:
     restarted_ms: float
 
 
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A worker host cut off from the provider, or healed, by its agent."""
+
+    host: str  # the agent
+    at: float
+    confirmed_ms: float
+
+
+_NO_CUT = "partition cuts a worker host off the network: it needs the agents' hosts (--agents)"
+
+
 class Killer:
     def __init__(self, supervisor: Supervisor, provider: ProviderProcess | None) -> None:
         """No provider: one this process did not start (an agent's), which it cannot crash."""
@@ -55,6 +67,12 @@ class Killer:
         confirmed = time.time()
         self._provider.relaunch()
         return Crash(pid, at, (confirmed - at) * 1000, (time.time() - confirmed) * 1000)
+
+    def cut(self, hit: str, worker: str) -> Cut:
+        raise RunFailure(_NO_CUT)
+
+    def heal(self, hit: str) -> Cut:
+        raise RunFailure(_NO_CUT)
 
     def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
         """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself).

@@ -31,6 +31,13 @@ def _line(event: Noted, t0: float) -> str | None:
             f"{stamp}killed at {d['boundary']}: {what} of {d['worker']} (pid {pids}),"
             f" confirmed gone in {d['confirmedMs']} ms"
         )
+    if kind is EventKind.PARTITIONED:
+        return (
+            f"{stamp}{d['host']}, the host of {d['worker']}, cut off from the provider at {d['boundary']}"
+            f" (in place in {d['confirmedMs']} ms); the held request let go into the cut"
+        )
+    if kind is EventKind.HEALED:
+        return f"{stamp}{d['host']} reconnected to the provider (in {d['confirmedMs']} ms)"
     if kind is EventKind.WORKER_RESTARTED:
         return f"{stamp}{d['fresh']} started in place of {d['dead']}"
     if kind is EventKind.RECOVERED:
@@ -46,10 +53,10 @@ def _line(event: Noted, t0: float) -> str | None:
 
 
 def render(history: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
-    """One block per op that was killed, events in time order, times from its first event."""
+    """One block per op that was killed or cut off, events in time order, times from its first event."""
     blocks = []
     for op, events in parse_history(history).items():
-        if not any(e.kind is EventKind.KILLED for e in events):
+        if not any(e.kind in (EventKind.KILLED, EventKind.PARTITIONED) for e in events):
             continue
         ordered = sorted(events, key=lambda e: e.at)
         latency = replay_latency(ordered)

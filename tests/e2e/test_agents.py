@@ -68,13 +68,22 @@ def _pings(client: redis.Redis) -> bool:
         return False
 
 
+# An agent that may not change its host's routing: without CAP_NET_ADMIN (as root, dropped from its bounding set).
+NO_NET_ADMIN = ["setpriv", "--bounding-set", "-net_admin", "--"] if os.geteuid() == 0 else []
+
+
 @pytest.fixture
-def agent(shared_redis, tmp_path):
+def agent(request, shared_redis, tmp_path):
     url, client = shared_redis
     env = {**os.environ, "REDIS_URL": url, "TESTBED_AGENT_NAME": "solo", "TESTBED_PROVIDER_TOKEN": "t" * 32}
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 (closed below)
+    wrap = NO_NET_ADMIN if getattr(request, "param", "") == "no-net-admin" else []
     proc = subprocess.Popen(
-        [*TESTBED, "agent", "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        [*wrap, *TESTBED, "agent", "--workers", "2"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         _wait(lambda: client.exists(proto.live_key("solo")), 20, "agent registered")
@@ -133,6 +142,29 @@ def test_agent_refuses_pids_that_are_not_work_horses_of_its_workers(agent):
     assert not psutil.pid_exists(worker_pid) or psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.parametrize("agent", ["as-started", "no-net-admin"], indirect=True)
+def test_an_agent_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(agent, request):
+    """Its registration says whether it may change its host's routing (as root it
+    may, unless CAP_NET_ADMIN was taken away); a provider on its own host (here:
+    loopback) is refused all the same. Nothing is cut either way."""
+    _proc, client = agent
+    registered = proto.decode(proto.Registration, client.get(proto.live_key("solo")))
+    may = os.geteuid() == 0 and request.node.callspec.params["agent"] == "as-started"
+    assert (registered.no_partition == "") == may
+    keys = _ask(client)
+    _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2, what="workers started")
+    reply = _order(client, keys, Order(proto.new_order_id(), OrderKind.CUT, "", hit="h1"))
+    assert not reply.ok
+    if may:
+        assert "is on this host: a partition needs it on another" in reply.error
+    else:
+        assert "CAP_NET_ADMIN" in registered.no_partition and "cannot cut its host off" in reply.error
+    rules = subprocess.run(["ip", "rule", "show"], capture_output=True, text=True).stdout
+    assert "blackhole" not in rules and rules.startswith("0:")
+    client.srem(proto.RUNS, keys.prefix)
+    client.delete(keys.request)
+
+
 def test_workers_stop_when_the_runs_controller_stops_beating(agent):
     _proc, client = agent
     keys = _ask(client, ttl=2)  # nobody refreshes it: the controller "died"
@@ -164,6 +196,7 @@ def test_a_stopped_agent_leaves_nothing(agent):
         (["chaos", "--agents"], "--agents needs --provider-url"),
         (["chaos", "--provider-url", "http://127.0.0.1:9"], "--provider-url needs --agents"),
         (["agent", "--workers", "2"], "testbed agent needs --redis-url"),
+        (["chaos", "-f", "partition"], "partition cuts a worker's host off from the provider: it needs the agents'"),
         (["redis", "--port", "6390"], "TESTBED_REDIS_PASSWORD must hold a password"),
     ],
 )
@@ -177,8 +210,8 @@ def test_what_cannot_run_is_refused_up_front(args, says, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("testbed: error: ") and says in lines[0], done.stderr
 
 
-def test_no_agent_registered_is_a_setup_error(shared_redis, tmp_path):
-    url, _ = shared_redis
+def _run_on_agents(url: str, tmp_path, extra: list[str]) -> subprocess.CompletedProcess[str]:
+    """A run with --agents against a provider of its own, once that provider answers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TESTBED_", "REDIS_URL"))}
     provider_port = free_port()
     provider = subprocess.Popen(
@@ -188,7 +221,7 @@ def test_no_agent_registered_is_a_setup_error(shared_redis, tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        args = ["chaos", "--agents", "--no-store", "--provider-url", f"http://127.0.0.1:{provider_port}"]
+        args = ["chaos", "--agents", "--no-store", "--provider-url", f"http://127.0.0.1:{provider_port}", *extra]
         env |= {"REDIS_URL": url, "TESTBED_PROVIDER_TOKEN": "t" * 32}
         done = None
         for _ in range(50):  # until the provider answers
@@ -196,8 +229,24 @@ def test_no_agent_registered_is_a_setup_error(shared_redis, tmp_path):
             if "cannot reach the provider" not in done.stderr:
                 break
             time.sleep(0.2)
-        assert done is not None and done.returncode == 2
-        assert "no agent is registered with Redis" in done.stderr and ":***@" in done.stderr, done.stderr
+        assert done is not None
+        return done
     finally:
         provider.terminate()
         provider.wait(10)
+
+
+def test_no_agent_registered_is_a_setup_error(shared_redis, tmp_path):
+    done = _run_on_agents(shared_redis[0], tmp_path, [])
+    assert done.returncode == 2
+    assert "no agent is registered with Redis" in done.stderr and ":***@" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("agent", ["no-net-admin"], indirect=True)
+def test_a_partition_run_is_refused_when_an_agent_may_not_cut(shared_redis, agent, tmp_path):
+    _proc, client = agent
+    done = _run_on_agents(shared_redis[0], tmp_path, ["-f", "partition"])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "partition: agent solo cannot cut its host off the provider" in lines[0], done.stderr
+    assert not client.smembers(proto.RUNS)  # refused before the run asked for any worker

@@ -6,7 +6,8 @@ on the fifth. The bridge lives in a sixth namespace: nothing is added to the
 machine's own network, and no traffic leaves these namespaces.
 
 Checks: the article's 12 cells equal a single-host run's; a kill-worker replay
-whose jobs come back on the other agent's host; the provider refuses a request
+whose jobs come back on the other agent's host; the partition fault (an
+agent cuts its host off from the provider) as the model predicts; the provider refuses a request
 without its token (401) and changes nothing; Redis refuses a client without
 the password; nothing is left afterwards (processes, namespaces).
 """
@@ -288,6 +289,38 @@ def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
         assert len(killed["pids"]) == 2 and killed["confirmedMs"] >= 0  # worker and work-horse, by its agent
         crossed += killed["worker"].rsplit(".", 1)[0] != second["worker"].rsplit(".", 1)[0]
     assert crossed >= 1, "no killed job came back on the other agent's host"
+
+
+def test_partition_cuts_a_worker_host_off_and_every_cell_agrees_with_the_model(hosts, lab_run):
+    """Each faulted op's host is cut off from the provider by its agent; the provider's
+    answer goes into the cut and the client times out. Exit 0: every count as the
+    model predicts for a timeout."""
+    argv = [*compose.argv("lab")[:3], "chaos", "--agents", "--fault", "partition", "--ops", "20"]
+    ran = hosts.run("lab", [*argv, "--no-store", "--json", "partition.json"], "lab", timeout=240)
+    assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
+    rows = json.loads((hosts.workdir("lab") / "partition.json").read_text())["rows"]
+    cut = [r for r in rows if r["fault"] == "partition"]
+    assert len(cut) == 8 and all(r["faults"] == 2 and r["kills"] == 0 for r in cut)
+    for row in cut:
+        partitioned = {op: events for op, events in row["history"].items() if _has(events, "partitioned")}
+        assert len(partitioned) == row["faults"], row["history"]
+        for op, events in partitioned.items():
+            cut_at = next(e for e in events if e["event"] == "partitioned")
+            timed_out = next(e for e in events if e["event"] == "call-timeout" and e["attempt"] == cut_at["attempt"])
+            healed = next(e for e in events if e["event"] == "healed")
+            retry = next(e for e in events if e["event"] == "attempt-start" and e["attempt"] == cut_at["attempt"] + 1)
+            # The provider was done with the request (after the effect: it had answered) before the client gave
+            # up: the answer was lost in the cut. The host was back before the op's next attempt.
+            assert cut_at["letGo"] < timed_out["at"] < healed["at"] < retry["at"], (op, events)
+            assert cut_at["host"] == cut_at["worker"].rsplit(".", 1)[0]
+    # Healed: both agents' hosts reach the provider again, and no cut rule is left on either.
+    for host in ("agent1", "agent2"):
+        rules = hosts.run(host, ["ip", "rule", "show"], "agent", timeout=10).stdout
+        assert "blackhole" not in rules and rules.startswith("0:"), rules
+
+
+def _has(events: list[dict], kind: str) -> bool:
+    return any(e["event"] == kind for e in events)
 
 
 def test_nothing_is_left_afterwards(hosts, lab_run):

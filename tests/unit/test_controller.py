@@ -13,7 +13,7 @@ from labcore.plan import EveryNth
 from testbed.errors import RunFailure
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.nemesis.controller import Controller
-from testbed.nemesis.kills import Kill
+from testbed.nemesis.kills import Cut, Kill
 
 
 @dataclass
@@ -52,6 +52,14 @@ class FakeKiller:
     def replace(self, worker: FakeWorker) -> FakeWorker:
         self.log.append(("replace", worker.name))
         return FakeWorker("w2", 11)
+
+    def cut(self, hit: str, worker: str) -> Cut:
+        self.log.append(("cut", hit, worker))
+        return Cut("host-a", 1.0, 2.0)
+
+    def heal(self, hit: str) -> Cut:
+        self.log.append(("heal", hit))
+        return Cut("host-a", 3.0, 2.0)
 
 
 @dataclass
@@ -106,6 +114,27 @@ def test_a_timeout_waits_for_the_client_to_give_up():
     assert log == []  # nothing killed, nothing released yet
     controller.handle(event(EventKind.CALL_TIMEOUT, 1))
     assert log == [("release", hit.hit, Release.RESPOND), ("settle", hit.hit)]
+
+
+@pytest.mark.parametrize(
+    ("boundary", "action"), [(Boundary.BEFORE_EFFECT, Release.DROP), (Boundary.AFTER_EFFECT, Release.RESPOND)]
+)
+def test_a_partition_lets_the_request_go_into_the_cut_and_heals_before_the_retry(boundary, action):
+    controller, log, hit = setup(Fault.PARTITION, boundary)
+    controller.handle(hit)
+    # Cut first, so that whatever the provider answers is lost; the retry waits.
+    assert log == [("cut", hit.hit, "w1"), ("release", hit.hit, action)]
+    controller.handle(event(EventKind.CALL_TIMEOUT, 1))
+    assert log[2:] == [("heal", hit.hit), ("settle", hit.hit)]
+    kinds = [e.kind for e in controller.finish("c001").history["op-10"]]
+    assert kinds == [EventKind.HIT, EventKind.PARTITIONED, EventKind.CALL_TIMEOUT, EventKind.HEALED]
+
+
+def test_a_cut_still_in_place_when_the_cell_ends_is_healed():
+    controller, log, hit = setup(Fault.PARTITION, Boundary.AFTER_EFFECT)
+    controller.handle(hit)
+    controller.finish("c001")
+    assert log[-1] == ("heal", hit.hit)
 
 
 def test_a_late_request_lands_once_the_retry_has_its_first_answer():

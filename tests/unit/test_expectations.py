@@ -95,6 +95,14 @@ def test_timeout_and_late(strategy, boundary, fault, shown_):
     assert prediction.kills == 0 and prediction.faults == 10
 
 
+@pytest.mark.parametrize("boundary", [B.BEFORE_EFFECT, B.AFTER_EFFECT])
+@pytest.mark.parametrize("strategy", sorted(KILL_TABLE))
+def test_a_partition_is_predicted_as_a_timeout(strategy, boundary):
+    cut = expect(Cell(strategy, boundary, Fault.PARTITION))
+    assert cut == expect(Cell(strategy, boundary, Fault.TIMEOUT))
+    assert cut.kills == 0 and cut.faults == 10
+
+
 def test_late_request_counts_are_timing_dependent():
     assert expect(Cell("provider-key", B.BEFORE_EFFECT, Fault.LATE)).inexact == {"requests", "lookups"}
     assert expect(Cell("provider-key", B.BEFORE_EFFECT, Fault.KILL)).inexact == frozenset()
