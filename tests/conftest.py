@@ -1,10 +1,13 @@
 """Fixtures shared by the tests (helpers live in tests/helpers.py)."""
 
+import contextlib
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import testbed.plugin
+from tests.helpers import start_testbed
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -16,3 +19,27 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Runs that mostly wait (RQ's own recovery waits out a 65 s expiry) start
+    with the session, so that their wait overlaps the other tests; a test marked
+    `background(name, command, *args)` collects its run with `finish`. Only the
+    runs of selected tests start; each is stopped at the end, finished or not."""
+    runs: dict[str, tuple[subprocess.Popen, Path]] = {}
+    for item in request.session.items:
+        marker = item.get_closest_marker("background")
+        if marker is not None and marker.args[0] not in runs:
+            name, command, *args = marker.args
+            workdir = tmp_path_factory.mktemp(name)
+            proc, _, _ = start_testbed(list(args), workdir, command)
+            runs[name] = (proc, workdir)
+    yield runs
+    for proc, _ in runs.values():
+        if proc.poll() is None:
+            proc.terminate()  # the run stops everything it started (SIGTERM is handled as Ctrl-C)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(30)
+        if proc.poll() is None:
+            proc.kill()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.helpers import assert_left_nothing, finish, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -90,12 +90,16 @@ def test_load_with_seeded_kills_keeps_each_strategys_promises(workdir):
     assert_left_nothing(ran)
 
 
+RQ_TUNED = ["--worker-ttl", "20", "--maintenance-interval", "5", "--job-monitoring-interval", "5"]
+
+
 @pytest.mark.slow
-def test_rq_recovers_an_abandoned_job_only_after_its_entry_expires(workdir):
+@pytest.mark.background("rq-recovery", "replay", "--ops", "5", "--every", "5", "--recovery", "rq", *RQ_TUNED)
+def test_rq_recovers_an_abandoned_job_only_after_its_entry_expires(background_runs):
     """Left to RQ (tuned), a dead worker's job comes back through RQ's own cleanup,
-    after the started-registry entry expires: job-monitoring interval + 60 s."""
-    tuned = ["--worker-ttl", "20", "--maintenance-interval", "5", "--job-monitoring-interval", "5"]
-    ran = run_testbed(["--ops", "5", "--every", "5", "--recovery", "rq", *tuned], workdir, command="replay")
+    after the started-registry entry expires: job-monitoring interval + 60 s.
+    The run starts with the session: most of it is that wait."""
+    ran = finish(*background_runs["rq-recovery"], timeout=240)
     assert ran.code == 0, ran.stdout + ran.stderr
     row = ran.results["rows"][0]
     assert (row["kills"], row["replays"], row["jobsFailed"], row["effects"]) == (1, 1, 0, 5)
