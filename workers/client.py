@@ -139,7 +139,17 @@ def _once(
     try:
         conn.request(method, path, body=body, headers={**headers, **_AUTH})
         response = conn.getresponse()
-        raw = response.read()
+        try:
+            raw = response.read()
+        except (http.client.HTTPException, OSError):
+            # A 503 with Retry-After says in its head that nothing was processed: a provider
+            # crashed on purpose may die between that head and its body, and the head is
+            # the whole answer.
+            if response.status != UNPROCESSED or response.getheader(RETRY_AFTER) is None:
+                raise
+            conn.close()
+            _conn = None
+            raw = b""
     except TimeoutError as exc:
         conn.close()
         _conn = None

@@ -60,12 +60,14 @@ class Probe:
         self._earlier = [str(HitId(cell, seq, a.attempt, a.boundary)) for a in armed if a.attempt < attempt]
         self._contacted = False
 
-    def begin(self, enqueued_at: float | None) -> None:
+    def begin(self, enqueued_at: float | None) -> bool:
+        """True if the attempt waited for the controller to settle earlier faults."""
         if not self.watched:
-            return
+            return False
         if self._earlier and not self._bus.await_settled(self._earlier):
             raise ControllerAbsent(f"faults before attempt {self._attempt} of {self._op} were never settled")
         self.event(EventKind.ATTEMPT_START, enqueuedAt=enqueued_at)
+        return bool(self._earlier)
 
     def stops_at(self, boundary: Boundary) -> bool:
         """This attempt is held at this worker-side boundary (elsewhere `at` does nothing)."""
@@ -141,5 +143,12 @@ def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool
             pipe.hget(cell.ledger, op)
         number, raw_intent, raw_plan, *marker = pipe.execute()
     probe = Probe(Bus(redis, keys), cell_id, op, seq, number, plan.decode(raw_plan))
-    probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None)
+    if probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None):
+        # Settling may have changed the world (the scenario's new payload): what was read
+        # before it is stale. Only attempts after a fault pay this round trip.
+        with redis.pipeline(transaction=False) as pipe:
+            pipe.hget(cell.ops, op)
+            if with_marker:
+                pipe.hget(cell.ledger, op)
+            raw_intent, *marker = pipe.execute()
     return Opened(redis, cell, number, json.loads(raw_intent), marker[0] if marker else None, probe)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from labcore.answers import RETRY_AFTER, UNPROCESSED
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_url
 from labcore.procs import free_port, spawn
@@ -22,6 +23,9 @@ from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
 from testbed.infra.redis_server import MAX_SOCKET_PATH
+
+# How long a provider the lab crashed may take to come back (and the admin waits for it).
+_RESTART_WAIT = 20.0
 
 
 class ProviderProcess:
@@ -46,7 +50,7 @@ class ProviderProcess:
     def launch(self) -> None:
         self._proc = spawn(self._argv, self.log, env=self._env)
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = _RESTART_WAIT) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + timeout
         with httpx.Client(trust_env=False, timeout=1.0) as http:
@@ -97,20 +101,27 @@ class ProviderAdmin:
         self._http.close()
 
     def put_ledger(self, ledger: str, contract: Contract) -> None:
-        self._check(self._http.put(f"/ledgers/{quote(ledger, safe='')}", json=contract.to_dict()))
+        self._send("PUT", f"/ledgers/{quote(ledger, safe='')}", contract.to_dict())
 
     def put_scope_secret(self, ledger: str, secret: str) -> None:
         """The secret users' jobs' scoped URLs for this ledger are signed with (provider/api.py)."""
-        self._check(self._http.put(f"/ledgers/{quote(ledger, safe='')}/scope", json={"secret": secret}))
+        self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/scope", {"secret": secret})
 
     def advance_clock(self, ledger: str, seconds: float) -> None:
-        self._check(self._http.post(f"/ledgers/{quote(ledger, safe='')}/clock", json={"advance_seconds": seconds}))
+        self._send("POST", f"/ledgers/{quote(ledger, safe='')}/clock", {"advance_seconds": seconds})
 
     def withdraw(self, ledger: str, reference: str) -> None:
-        path = f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw"
-        self._check(self._http.post(path))
+        self._send("POST", f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw")
 
-    @staticmethod
-    def _check(response: httpx.Response) -> None:
+    def _send(self, method: str, path: str, body: dict | None = None) -> None:
+        """A 503 with Retry-After (a provider draining before a crash the lab makes)
+        was not processed: it goes again, for as long as a restart may take."""
+        deadline = time.monotonic() + _RESTART_WAIT
+        while True:
+            response = self._http.request(method, path, json=body)
+            unprocessed = response.status_code == UNPROCESSED and RETRY_AFTER in response.headers
+            if not unprocessed or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if response.status_code >= 400:
-            raise SetupError(f"provider refused {response.request.method} {response.request.url.path}: {response.text}")
+            raise SetupError(f"provider refused {method} {path}: {response.text}")

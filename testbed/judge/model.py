@@ -47,15 +47,10 @@ class Prediction:
 
 
 def inexact_fields(fault: Fault) -> frozenset[str]:
-    """Counts that depend on timing, reported but not compared. A request held in
-    flight is polled for by the other attempt. When the provider is crashed, an
-    unarmed attempt that was mid-call may fail without the provider having seen
-    its request (nothing was applied: effects still compare) and RQ retries it:
-    how many replays that makes depends on what was in flight at the crash."""
+    """Counts that depend on timing, reported but not compared: a request held in
+    flight is polled for by the other attempt."""
     if fault in (Fault.LATE, Fault.HOLD):
         return frozenset({"requests", "lookups"})
-    if fault is Fault.PROVIDER_CRASH:
-        return frozenset({"replays"})
     return frozenset()
 
 

@@ -1,0 +1,109 @@
+"""The work-horse's client (workers/client.py) against a scripted peer on a unix
+socket: what it sends again, and what it leaves to its caller."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from labcore.endpoints import unix_url
+from workers import client
+
+HEAD_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 1\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+CREATED = b'HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 14\r\n\r\n{"id":"eff_1"}'
+RESET = b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _read_request(conn: socket.socket) -> None:
+    """All of it: hanging up on a request half read would fail the client's send, not its read."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+
+
+@pytest.fixture
+def peer(tmp_path: Path) -> Iterator[tuple[str, list[bytes], list[int]]]:
+    """A peer that answers the n-th connection with answers[n] and then hangs up."""
+    path = str(tmp_path / "p.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(8)
+    answers: list[bytes] = []
+    served = [0]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                _read_request(conn)
+                served[0] += 1
+                conn.sendall(answers[min(served[0], len(answers)) - 1])
+
+    threading.Thread(target=serve, daemon=True).start()
+    client._conn = None  # a fresh work-horse
+    yield unix_url(path), answers, served
+    server.close()
+    client._conn = None
+
+
+def _send(url: str, resend_unanswered: bool = False) -> client.Reply:
+    payload = {"reference": "op"}
+    return client.send(
+        url, "l", payload, key=None, attempt=1, chaos=None, timeout=5, resend_unanswered=resend_unanswered
+    )
+
+
+def test_a_503_whose_body_never_came_is_sent_again(peer):
+    """A provider crashed on purpose may die between the head of its 503 and the body."""
+    url, answers, served = peer
+    answers += [HEAD_503, CREATED]
+    assert _send(url).status == 201 and served[0] == 2
+
+
+def test_any_other_answer_cut_short_is_the_callers_to_judge(peer):
+    url, answers, served = peer
+    answers += [RESET, CREATED]
+    with pytest.raises(client.http.client.IncompleteRead):
+        _send(url, resend_unanswered=True)
+    assert served[0] == 1
+
+
+def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
+    """Nothing was sent: here no one listens yet, then a peer comes up."""
+    path = tmp_path / "late.sock"
+    url = unix_url(path)
+    client._conn = None
+    server = socket.socket(socket.AF_UNIX)
+
+    def come_up() -> None:
+        server.bind(str(path))
+        server.listen(1)
+        conn, _ = server.accept()
+        with conn:
+            _read_request(conn)
+            conn.sendall(CREATED)
+
+    timer = threading.Timer(0.2, come_up)
+    timer.start()
+    try:
+        assert _send(url).status == 201
+    finally:
+        timer.join()
+        server.close()
+        client._conn = None
