@@ -4,6 +4,12 @@ requests are turned away unprocessed instead of dying half-done with it.
 A request held at an armed boundary waits outside the count, so a drain never
 waits for a hold. A request turned away gets 503 with `Retry-After`: nothing
 was done with it, and a client may send it again as it is.
+
+Only jobs' requests pass the gate (sends and reads of effects, a user's job's
+scoped routes). `/health` and the controller's own requests (contracts, the
+clock, withdrawals, audits) do not: the controller makes the crash itself, so
+none of its requests is in flight when it does, and it must reach a restarted
+provider that already holds the next armed request behind a closed gate.
 """
 
 from __future__ import annotations
@@ -59,15 +65,23 @@ class Gate:
             self._closed = False
 
 
+def gated(path: str) -> bool:
+    """A job's request: `/ledgers/{ledger}/effects[/{reference}]` (not a withdrawal) or `/s/...`."""
+    if path.startswith("/s/"):
+        return True
+    parts = path.split("/")  # "", "ledgers", ledger, "effects", ...
+    return len(parts) >= 4 and parts[1] == "ledgers" and parts[3] == "effects" and not path.endswith("/withdraw")
+
+
 class GateMiddleware:
-    """ASGI: every HTTP request passes the gate."""
+    """ASGI: every job's HTTP request passes the gate (`gated`)."""
 
     def __init__(self, app: Any, gate: Gate) -> None:
         self._app = app
         self._gate = gate
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or not gated(scope["path"]):
             await self._app(scope, receive, send)
             return
         if not self._gate.enter():

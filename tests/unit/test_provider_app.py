@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from labcore.boundaries import Boundary
 from labcore.events import Hit
 from provider.app import create_app
-from provider.gate import Gate
+from provider.gate import Gate, GateMiddleware
 from provider.holds import Holds
 from provider.store import Store
 
@@ -57,3 +57,25 @@ def test_the_token_is_checked_before_anything_else(client: TestClient) -> None:
         for operation in operations.values():
             assert "422" not in operation["responses"] or path.endswith("/effects")
             assert ("401" in operation["responses"]) == (path != "/health")
+
+
+def test_a_closed_gate_turns_jobs_away_and_lets_health_and_the_controller_through(tmp_path: Path) -> None:
+    """A restarted provider may already drain for the next crash: the controller,
+    waiting for /health and setting up the world, must still reach it."""
+    store = Store(tmp_path / "gated.sqlite3")
+    gate = Gate()
+    with TestClient(GateMiddleware(create_app(store, Holds(None, gate), "t0ken"), gate)) as http:
+        gate.close_and_drain(timeout=0.1)
+        assert http.get("/health").status_code == 200
+        assert http.put("/ledgers/g", json={}, headers=AUTH).status_code == 200
+        assert http.post("/ledgers/g/clock", json={"advance_seconds": 1}, headers=AUTH).status_code == 200
+        turned_away = [
+            http.post("/ledgers/g/effects", json=BODY, headers=AUTH),
+            http.get("/ledgers/g/effects/op-1", headers=AUTH),
+            http.get("/ledgers/g/effects", params={"reference": "op-1"}, headers=AUTH),
+            http.post("/s/anything/effects", json=BODY),
+        ]
+        assert {(r.status_code, r.headers.get("retry-after")) for r in turned_away} == {(503, "1")}
+        gate.reopen()
+        assert http.post("/ledgers/g/effects", json=BODY, headers=AUTH).status_code == 201
+    store.close()
