@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import testbed.plugin
-from tests.helpers import start_testbed
+from tests.helpers import Ran, run_testbed, start_testbed
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,6 +19,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def default_chaos(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    """`testbed chaos` with no arguments on one host, once per session: the article's
+    table, and what the run across hosts must equal."""
+    return run_testbed([], tmp_path_factory.mktemp("default"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.helpers import assert_left_nothing
 
 pytestmark = pytest.mark.e2e
 
@@ -15,15 +15,9 @@ ARTICLE = {
 }
 
 
-@pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    """`testbed chaos` with no arguments, once for the module."""
-    return run_testbed([], tmp_path_factory.mktemp("default"))
-
-
-def test_default_run_reproduces_the_articles_table(default_run):
-    assert default_run.code == 0, default_run.stderr
-    rows = default_run.results["rows"]
+def test_default_run_reproduces_the_articles_table(default_chaos):
+    assert default_chaos.code == 0, default_chaos.stderr
+    rows = default_chaos.results["rows"]
     assert len(rows) == 12
     observed = {(r["strategy"], r["boundary"]): (r["effects"], r["missingOperations"]) for r in rows}
     expected = {(s, b): v for s, cells in ARTICLE.items() for b, v in cells.items()}
@@ -31,30 +25,30 @@ def test_default_run_reproduces_the_articles_table(default_run):
     for row in rows:
         assert row["intended"] == 100 and row["verdict"] == "pass"
         assert row["kills"] == (0 if row["boundary"] == "none" else 10)
-    assert "12/12 cells as expected" in default_run.stdout
+    assert "12/12 cells as expected" in default_chaos.stdout
 
 
-def test_clean_cell(default_run):
-    row = default_run.row("provider-key", "after-effect")
+def test_clean_cell(default_chaos):
+    row = default_chaos.row("provider-key", "after-effect")
     assert (row["effects"], row["duplicateEffects"], row["missingOperations"]) == (100, 0, 0)
     assert (row["requests"], row["kills"], row["replays"]) == (110, 10, 10)
 
 
-def test_duplicates_cell(default_run):
-    row = default_run.row("record-after", "after-effect")
+def test_duplicates_cell(default_chaos):
+    row = default_chaos.row("record-after", "after-effect")
     assert (row["effects"], row["duplicateEffects"], row["missingOperations"]) == (110, 10, 0)
     assert row["falseCompletions"] == 0
 
 
-def test_missing_cell_is_a_silent_loss(default_run):
-    row = default_run.row("record-before", "before-effect")
+def test_missing_cell_is_a_silent_loss(default_chaos):
+    row = default_chaos.row("record-before", "before-effect")
     assert (row["effects"], row["missingOperations"], row["skippedWithoutEffect"]) == (90, 10, 10)
     # The ledger says done for all ten: nothing in the queue shows the loss.
     assert (row["falseCompletions"], row["jobsFailed"], row["unresolved"]) == (10, 0, 0)
 
 
-def test_results_carry_run_metadata(default_run):
-    meta = default_run.results
+def test_results_carry_run_metadata(default_chaos):
+    meta = default_chaos.results
     assert meta["verdict"] == "pass"
     assert {"rq", "redis", "psutil", "typer", "python", "redis-server"} <= set(meta["versions"])
     assert meta["options"]["ops"] == 100 and meta["seed"] == 0
@@ -63,14 +57,14 @@ def test_results_carry_run_metadata(default_run):
         assert row["wallSeconds"] > 0
 
 
-def test_the_table_is_printed_in_the_articles_layout(default_run):
-    lines = default_run.stdout.splitlines()
+def test_the_table_is_printed_in_the_articles_layout(default_chaos):
+    lines = default_chaos.stdout.splitlines()
     header = next(line for line in lines if line.startswith("strategy"))
     assert header.split() == ["strategy", "none", "before-effect", "after-effect"]
     record_before = next(line for line in lines if line.startswith("record-before"))
     assert "90 / 10" in record_before
 
 
-def test_default_run_left_nothing_behind(default_run):
-    assert len(default_run.descendants) >= 4  # redis, provider, workers (and their work-horses)
-    assert_left_nothing(default_run)
+def test_default_run_left_nothing_behind(default_chaos):
+    assert len(default_chaos.descendants) >= 4  # redis, provider, workers (and their work-horses)
+    assert_left_nothing(default_chaos)

@@ -254,20 +254,11 @@ def test_provider_refuses_a_request_without_the_token_and_changes_nothing(hosts)
     assert hosts.probe["auditAfter"] == {"effects": 0, "records": {}}
 
 
-def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, tmp_path):
+def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, default_chaos):
     across = json.loads((hosts.workdir("lab") / "results.json").read_text())
     assert across["options"]["redis"] == "shared"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TESTBED_", "REDIS_URL", "RQ_"))}
-    single = subprocess.run(
-        [sys.executable, "-m", "testbed", "chaos", "--no-store", "--json", str(tmp_path / "single.json")],
-        env={**env, "PYTHONPATH": str(compose.ROOT)},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert single.returncode == 0, single.stderr[-3000:]
-    local = json.loads((tmp_path / "single.json").read_text())
+    assert default_chaos.code == 0, default_chaos.stderr[-3000:]
+    local = default_chaos.results
     cells = [tuple(r[k] for k in _CELL) for r in across["rows"]]
     assert len(cells) == 12
     assert cells == [tuple(r[k] for k in _CELL) for r in local["rows"]]
