@@ -7,8 +7,8 @@ machine's own network, and no traffic leaves these namespaces.
 
 Checks: the article's 12 cells equal a single-host run's; a kill-worker replay
 whose jobs come back on the other agent's host; the partition fault (an
-agent cuts its host off from the provider) as the model predicts; every
-scenario across hosts as the model predicts; the provider refuses a request
+agent cuts its host off from the provider), timeout and late as the model
+predicts; every scenario across hosts as the model predicts; the provider refuses a request
 without its token (401) and changes nothing; Redis refuses a client without
 the password; nothing is left afterwards (processes, namespaces).
 """
@@ -284,14 +284,16 @@ def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
     assert crossed >= 1, "no killed job came back on the other agent's host"
 
 
-def test_partition_cuts_a_worker_host_off_and_every_cell_agrees_with_the_model(hosts, lab_run):
-    """Each faulted op's host is cut off from the provider by its agent; the provider's
+def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab_run):
+    """Each partitioned op's host is cut off from the provider by its agent; the provider's
     answer goes into the cut and the client times out. Exit 0: every count as the
-    model predicts for a timeout."""
-    argv = [*compose.argv("lab")[:3], "chaos", "--agents", "--fault", "partition", "--ops", "20"]
+    model predicts (for a partition, as for a timeout, which runs beside it, with late)."""
+    faults = ["--fault", "partition", "--fault", "timeout", "--fault", "late"]
+    argv = [*compose.argv("lab")[:3], "chaos", "--agents", *faults, "--ops", "20"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "partition.json"], "lab", timeout=240)
     assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
     rows = json.loads((hosts.workdir("lab") / "partition.json").read_text())["rows"]
+    assert {r["fault"] for r in rows if r["boundary"] != "none"} == {"partition", "timeout", "late"}
     cut = [r for r in rows if r["fault"] == "partition"]
     assert len(cut) == 8 and all(r["faults"] == 2 and r["kills"] == 0 for r in cut)
     for row in cut:
