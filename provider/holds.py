@@ -9,6 +9,7 @@ on its own) requests are never held.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 
 from labcore.boundaries import Boundary
@@ -24,6 +25,9 @@ class Holds:
         """`bus`: the one run's bus, or the buses of the runs each hit names (provider.buses)."""
         self._bus = bus
         self._gate = gate
+        # Armed requests this process is about to die holding, not yet reported.
+        self._doomed: dict[str, tuple[Bus, Hit]] = {}
+        self._lock = threading.Lock()
 
     def _bus_of(self, hit: Hit | None) -> Bus | None:
         if hit is None or isinstance(self._bus, Bus | None):
@@ -34,12 +38,25 @@ class Holds:
         bus = self._bus_of(hit)
         if bus is None or hit is None or hit.boundary != boundary:
             return None
+        held = replace(hit, side=Side.PROVIDER, holder=os.getpid())
+        crash = RULES[hit.fault].kills_provider
+        if crash:
+            with self._lock:  # before it stops counting as in progress: a drain sees it here
+                self._doomed[hit.hit] = (bus, held)
         self._gate.hold()
         try:
-            if RULES[hit.fault].kills_provider:
-                # This process is about to be SIGKILLed: let no other request die half-done with it.
+            if crash:
+                # This process is about to be SIGKILLed: let no other request die half-done
+                # with it, and report every armed request it will die holding before the
+                # first report brings the kill (one that reached its boundary during the
+                # drain would otherwise die unseen).
                 self._gate.close_and_drain()
-            bus.report(replace(hit, side=Side.PROVIDER, holder=os.getpid()))
+                with self._lock:
+                    due, self._doomed = list(self._doomed.values()), {}
+                for doomed_bus, doomed in due:
+                    doomed_bus.report(doomed)
+            else:
+                bus.report(held)
             action = bus.await_release(hit.hit)
         finally:
             self._gate.reopen()
