@@ -4,6 +4,7 @@ statuses through `seen`, so the two cannot disagree on what a status means."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -39,6 +40,13 @@ class Lookup:
 # restart): 503 with Retry-After. Sending it again as it is is safe.
 UNPROCESSED = 503
 RETRY_AFTER = "retry-after"
+
+
+def turned_away(status: int, headers: Container[str]) -> bool:
+    """The answer says the request was not processed (`headers`: names as sent, any case
+    the container ignores, or lower-cased)."""
+    return status == UNPROCESSED and RETRY_AFTER in headers
+
 
 _BY_STATUS = {200: Seen.FOUND, 404: Seen.ABSENT, 410: Seen.WITHDRAWN, 409: Seen.IN_FLIGHT}
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from labcore.answers import RETRY_AFTER, UNPROCESSED, Lookup, Reply, Seen, seen
+from labcore.answers import Lookup, Reply, Seen, seen, turned_away
 from labcore.credentials import TOKEN_ENV, bearer
 from labcore.endpoints import unix_path
 
@@ -117,7 +117,7 @@ def _request(
                     raise Timeout(f"{method} {path}: no connection within {timeout} s") from exc.cause
                 raise exc.cause from None
         else:
-            if status != UNPROCESSED or RETRY_AFTER not in response_headers:
+            if not turned_away(status, response_headers):
                 return status, response_headers, parsed
             if time.monotonic() + _RETRY_PAUSE > deadline:
                 return status, response_headers, parsed
@@ -145,7 +145,7 @@ def _once(
             # A 503 with Retry-After says in its head that nothing was processed: a provider
             # crashed on purpose may die between that head and its body, and the head is
             # the whole answer.
-            if response.status != UNPROCESSED or response.getheader(RETRY_AFTER) is None:
+            if not turned_away(response.status, response.headers):
                 raise
             conn.close()
             _conn = None

@@ -15,7 +15,6 @@ from urllib.parse import quote
 
 import httpx
 
-from labcore.answers import RETRY_AFTER, UNPROCESSED
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_url
 from labcore.procs import free_port, spawn
@@ -23,9 +22,6 @@ from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
 from testbed.infra.redis_server import MAX_SOCKET_PATH
-
-# How long a provider the lab crashed may take to come back (and the admin waits for it).
-_RESTART_WAIT = 20.0
 
 
 class ProviderProcess:
@@ -50,7 +46,7 @@ class ProviderProcess:
     def launch(self) -> None:
         self._proc = spawn(self._argv, self.log, env=self._env)
 
-    def wait_ready(self, timeout: float = _RESTART_WAIT) -> None:
+    def wait_ready(self, timeout: float = 20.0) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + timeout
         with httpx.Client(trust_env=False, timeout=1.0) as http:
@@ -114,14 +110,7 @@ class ProviderAdmin:
         self._send("POST", f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw")
 
     def _send(self, method: str, path: str, body: dict | None = None) -> None:
-        """A 503 with Retry-After (a provider draining before a crash the lab makes)
-        was not processed: it goes again, for as long as a restart may take."""
-        deadline = time.monotonic() + _RESTART_WAIT
-        while True:
-            response = self._http.request(method, path, json=body)
-            unprocessed = response.status_code == UNPROCESSED and RETRY_AFTER in response.headers
-            if not unprocessed or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        # The controller's requests do not pass the provider's gate (provider/gate.py): never turned away.
+        response = self._http.request(method, path, json=body)
         if response.status_code >= 400:
             raise SetupError(f"provider refused {method} {path}: {response.text}")

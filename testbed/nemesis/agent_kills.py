@@ -9,7 +9,7 @@ means something only on its own host, so the worker's name picks the agent.
 
 from __future__ import annotations
 
-from labcore.agents import Order, OrderKind, new_order_id
+from labcore.agents import Order, OrderKind, Reply, new_order_id
 from testbed.errors import RunFailure
 from testbed.infra.agents import AgentPool, AgentStack, RemoteWorker
 from testbed.infra.stack import Stack
@@ -32,41 +32,39 @@ class AgentKiller:
         owner = self._pool.workers.get(worker)
         if owner is None or owner.killed:
             raise RunFailure(f"refusing to kill pid {horse_pid}: {worker!r} is not a live worker of this run's agents")
-        reply = self._pool.order(owner.agent, Order(new_order_id(), OrderKind.KILL, worker, horse_pid, whole_worker))
-        if not reply.ok:
-            raise RunFailure(reply.error)
+        reply = self._carried_out(owner.agent, Order(new_order_id(), OrderKind.KILL, worker, horse_pid, whole_worker))
         if whole_worker:
             owner.killed = True
         return Kill(owner, reply.victims, reply.at, reply.confirmed_ms, reply.already_gone)  # type: ignore[arg-type]
 
     def replace(self, worker: RemoteWorker) -> RemoteWorker:
         """The agent reaps the killed worker and starts a fresh one for the run."""
-        reply = self._pool.order(worker.agent, Order(new_order_id(), OrderKind.REPLACE, worker.name))
-        if not reply.ok:
-            raise RunFailure(reply.error)
+        reply = self._carried_out(worker.agent, Order(new_order_id(), OrderKind.REPLACE, worker.name))
         fresh = RemoteWorker(reply.fresh, worker.agent, reply.fresh_pid)
         del self._pool.workers[worker.name]
         self._pool.workers[fresh.name] = fresh
         return fresh
-
 
     def cut(self, hit: str, worker: str) -> Cut:
         """The hit worker's agent cuts its host off from the provider, and says when it is in place."""
         owner = self._pool.workers.get(worker)
         if owner is None:
             raise RunFailure(f"cannot cut off {worker!r}: not a worker of this run's agents")
-        reply = self._pool.order(owner.agent, Order(new_order_id(), OrderKind.CUT, worker, hit=hit))
-        if not reply.ok:
-            raise RunFailure(reply.error)
+        reply = self._carried_out(owner.agent, Order(new_order_id(), OrderKind.CUT, worker, hit=hit))
         self._cut[hit] = owner.agent
         return Cut(owner.agent, reply.at, reply.confirmed_ms)
 
     def heal(self, hit: str) -> Cut:
         agent = self._cut.pop(hit)
-        reply = self._pool.order(agent, Order(new_order_id(), OrderKind.HEAL, "", hit=hit))
+        reply = self._carried_out(agent, Order(new_order_id(), OrderKind.HEAL, "", hit=hit))
+        return Cut(agent, reply.at, reply.confirmed_ms)
+
+    def _carried_out(self, agent: str, order: Order) -> Reply:
+        """The agent's reply to an order it carried out; a refusal ends the run, with the agent's reason."""
+        reply = self._pool.order(agent, order)
         if not reply.ok:
             raise RunFailure(reply.error)
-        return Cut(agent, reply.at, reply.confirmed_ms)
+        return reply
 
 
 def killer_for(stack: Stack) -> Killer | AgentKiller:
