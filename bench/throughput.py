@@ -33,10 +33,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def raw_rq(ops: int, workers: int, work: Path, *, with_startup: bool = False) -> float:
+def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
     """Seconds plain RQ workers take to drain `ops` no-op jobs: from the first
-    enqueue with the workers already up, or (`with_startup`) from starting Redis
-    and the workers, as `testbed chaos` is timed."""
+    enqueue with the workers already up, or (`whole`) from starting Redis and
+    the workers until they and Redis are stopped again, as `testbed chaos` is
+    timed (its process starts and stops its whole stack)."""
     from redis import Redis
 
     from labcore.procs import stop_all
@@ -58,7 +59,7 @@ def raw_rq(ops: int, workers: int, work: Path, *, with_startup: bool = False) ->
         while Worker.count(connection=redis) < workers:
             time.sleep(0.05)
         queue = Queue("raw", connection=redis)
-        if not with_startup:
+        if not whole:
             started = time.perf_counter()
         for first in range(0, ops, 1000):
             # Results kept past the drain: the finished registry forgets a job whose result
@@ -67,10 +68,11 @@ def raw_rq(ops: int, workers: int, work: Path, *, with_startup: bool = False) ->
             queue.enqueue_many(batch)
         while queue.finished_job_registry.count < ops:
             time.sleep(0.01)
-        return time.perf_counter() - started
+        drained = time.perf_counter()
     finally:
         stop_all(procs)
         server.stop()
+    return (time.perf_counter() if whole else drained) - started
 
 
 def testbed_load(ops: int, workers: int, selection: list[str], work: Path) -> float:

@@ -23,6 +23,9 @@ def main() -> None:
     parent = os.environ.get("TESTBED_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
     import encodings.idna  # noqa: F401  (the first request would import it in every work-horse)
+    from urllib.parse import unquote
+
+    unquote("%2F")  # builds its decoding table once, here, not in every work-horse (labcore.endpoints)
 
     from rq.cli import main as rq_main
 

@@ -1,36 +1,45 @@
 """The work-horse's HTTP client for the provider.
 
-Plain `http.client`: a work-horse lives for one job, and this client's whole
-request path is one small module, where a full-featured client costs a
-work-horse several milliseconds of first-touch overhead on every job. One
-keep-alive connection per work-horse, opened on first use.
+HTTP/1.1 written here and read by `httptools` (the C parser the provider's
+server uses too): a work-horse lives for one job, and on that path
+`http.client` costs about a millisecond of CPU more per request, most of it
+parsing the answer's head through the email package, in a process that
+touches that code for the first time. One keep-alive connection per
+work-horse, opened on first use.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import select
 import socket
 import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
+
+import httptools
 
 from labcore.answers import Lookup, Reply, Seen, seen, turned_away
 from labcore.credentials import TOKEN_ENV, bearer
 from labcore.endpoints import unix_path
 
 # The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
-_AUTH = bearer(os.environ.get(TOKEN_ENV))
+_AUTH = "".join(f"{name}: {value}\r\n" for name, value in bearer(os.environ.get(TOKEN_ENV)).items())
+_CHUNK = 65536
 
 
 class Timeout(Exception):
     """The provider did not answer within the client timeout."""
 
 
-_conn: http.client.HTTPConnection | None = None
-_conn_base = ""
+class Unanswered(ConnectionError):
+    """The provider closed the connection before the first byte of an answer."""
+
+
+class Incomplete(ConnectionError):
+    """The provider closed the connection in the middle of an answer."""
 
 
 # A request whose connection could not be made (refused, unreachable, cut off)
@@ -38,7 +47,7 @@ _conn_base = ""
 # safe. Anything else that fails is the caller's to judge, unless the caller
 # knows that a request left unanswered was not processed either.
 _RETRY_PAUSE = 0.02
-_UNANSWERED = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+_UNANSWERED = (ConnectionResetError, BrokenPipeError, Unanswered)
 
 
 class _NotSent(Exception):
@@ -49,49 +58,95 @@ class _NotSent(Exception):
         self.cause = cause
 
 
-def _connection(base: str, timeout: float) -> http.client.HTTPConnection:
-    global _conn, _conn_base
-    if _conn is not None and _conn.sock is not None and _dropped(_conn.sock):
-        _conn.close()  # the provider closed it (it restarted): reconnect rather than send into it
-    if _conn is None or _conn_base != base:
-        path = unix_path(base)
+@dataclass(slots=True)
+class _Answer:
+    """httptools' callbacks fill it as the answer comes in."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytearray = field(default_factory=bytearray)
+    head_done: bool = False
+    done: bool = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.head_done = True
+
+    def on_body(self, chunk: bytes) -> None:
+        self.body += chunk
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+@dataclass(slots=True)
+class _Connection:
+    base: str
+    host: str  # the Host header
+    sock: socket.socket
+
+
+_conn: _Connection | None = None
+
+
+def _connect(base: str, timeout: float) -> _Connection:
+    path = unix_path(base)
+    try:
         if path is not None:
-            _conn = _UnixConnection(path, timeout)
-        else:
-            parts = urlsplit(base)
-            _conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
-        _conn_base = base
-    _conn.timeout = timeout
-    if _conn.sock is not None:
-        _conn.sock.settimeout(timeout)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(path)
+            except FileNotFoundError as exc:  # no provider there (yet): as a refused TCP connect
+                sock.close()
+                raise ConnectionRefusedError(str(exc)) from exc
+            except OSError:
+                sock.close()
+                raise
+            return _Connection(base, "localhost", sock)
+        parts = urlsplit(base)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        sock = socket.create_connection((host, port), timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Connection(base, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", sock)
+    except OSError as exc:
+        raise _NotSent(exc) from exc
+
+
+def _connection(base: str, timeout: float) -> _Connection:
+    """The work-horse's connection to `base`, made if there is none (or the provider closed it)."""
+    global _conn
+    if _conn is not None and (_conn.base != base or _dropped(_conn.sock)):
+        _close()  # the provider closed it (it restarted): reconnect rather than send into it
+    if _conn is None:
+        _conn = _connect(base, timeout)
+    _conn.sock.settimeout(timeout)
     return _conn
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP on the unix socket of a provider on this host (see labcore.endpoints)."""
-
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except FileNotFoundError as exc:  # no provider there (yet): as a refused TCP connect
-            sock.close()
-            raise ConnectionRefusedError(str(exc)) from exc
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+def _close() -> None:
+    global _conn
+    if _conn is not None:
+        _conn.sock.close()
+        _conn = None
 
 
 def _dropped(sock: socket.socket) -> bool:
     """An idle keep-alive socket with something to read has been closed by the peer."""
     readable, _, _ = select.select([sock], [], [], 0)
     return bool(readable)
+
+
+def _head(method: str, path: str, host: str, headers: dict[str, str], body: bytes | None) -> bytes:
+    """The request's head as it goes on the wire (the token last)."""
+    if any("\r" in text or "\n" in text for text in (path, *headers.values())):
+        raise ValueError(f"a line break in the request's path or headers: {path!r} {headers!r}")
+    lines = [f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}\r\n")
+    lines += [f"{name}: {value}\r\n" for name, value in headers.items()]
+    return f"{''.join(lines)}{_AUTH}\r\n".encode("latin-1")
 
 
 def _request(
@@ -127,42 +182,41 @@ def _request(
 def _once(
     base: str, method: str, path: str, headers: dict[str, str], timeout: float, body: bytes | None
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
-    global _conn
     conn = _connection(base, timeout)
-    if conn.sock is None:
-        try:
-            conn.connect()
-        except OSError as exc:
-            conn.close()
-            _conn = None
-            raise _NotSent(exc) from exc
+    answer = _Answer()
+    parser = httptools.HttpResponseParser(answer)
     try:
-        conn.request(method, path, body=body, headers={**headers, **_AUTH})
-        response = conn.getresponse()
-        try:
-            raw = response.read()
-        except (http.client.HTTPException, OSError):
-            # A 503 with Retry-After says in its head that nothing was processed: a provider
-            # crashed on purpose may die between that head and its body, and the head is
-            # the whole answer.
-            if not turned_away(response.status, response.headers):
-                raise
-            conn.close()
-            _conn = None
-            raw = b""
+        conn.sock.sendall(_head(method, path, conn.host, headers, body) + (body or b""))
+        _read(conn.sock, parser, answer, f"{method} {path}")
     except TimeoutError as exc:
-        conn.close()
-        _conn = None
+        _close()
         raise Timeout(f"{method} {path} timed out after {timeout} s") from exc
-    except (http.client.HTTPException, OSError):
-        conn.close()
-        _conn = None
+    except (OSError, httptools.HttpParserError):
+        _close()
         raise
+    if not answer.done or not parser.should_keep_alive():
+        _close()
     try:
-        parsed = json.loads(raw) if raw else {}
+        parsed = json.loads(answer.body) if answer.body else {}
     except ValueError:
         parsed = {}
-    return response.status, {k.lower(): v for k, v in response.getheaders()}, parsed if isinstance(parsed, dict) else {}
+    return parser.get_status_code(), answer.headers, parsed if isinstance(parsed, dict) else {}
+
+
+def _read(sock: socket.socket, parser: httptools.HttpResponseParser, answer: _Answer, request: str) -> None:
+    """Until the answer is whole. A 503 with Retry-After says in its head that nothing
+    was processed: a provider crashed on purpose may die between that head and its
+    body, and then the head is the whole answer."""
+    while not answer.done:
+        try:
+            data = sock.recv(_CHUNK)
+            if not data:
+                raise Incomplete(f"{request}: answer cut short") if answer.head_done else Unanswered(request)
+        except OSError:
+            if answer.head_done and turned_away(parser.get_status_code(), answer.headers):
+                return
+            raise
+        parser.feed_data(data)
 
 
 def _path(ledger: str, reference: str | None = None) -> str:

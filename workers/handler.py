@@ -42,9 +42,9 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     number, intent, raw_marker, probe = opened.number, opened.intent, opened.marker, opened.probe
     ledger = Ledger(opened.redis, opened.cell)
     strategy = STRATEGIES[s.strategy]
-    key = {KeyMode.NONE: None, KeyMode.STABLE: op, KeyMode.FRESH: uuid.uuid4().hex}[strategy.key]
+    # Only what the attempt uses is computed: in a work-horse every first touch costs.
+    key = uuid.uuid4().hex if strategy.key is KeyMode.FRESH else op if strategy.key is KeyMode.STABLE else None
     payload = {"reference": op, **intent["payload"]}
-    payload_fingerprint = fingerprint(payload)
     read = client.lookup if s.read_path == "lookup" else client.search
     resend = s.provider_crashes and not probe.armed_to_crash_provider()
 
@@ -91,7 +91,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
             return reply
         elif isinstance(step, AskProvider):
             timeout = probe.call_timeout(s.client_timeout)
-            found = read(s.provider, s.ledger, op, payload_fingerprint, timeout=timeout, resend_unanswered=resend)
+            found = read(s.provider, s.ledger, op, fingerprint(payload), timeout=timeout, resend_unanswered=resend)
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

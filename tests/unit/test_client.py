@@ -79,7 +79,7 @@ def test_a_503_whose_body_never_came_is_sent_again(peer):
 def test_any_other_answer_cut_short_is_the_callers_to_judge(peer):
     url, answers, served = peer
     answers += [RESET, CREATED]
-    with pytest.raises(client.http.client.IncompleteRead):
+    with pytest.raises(client.Incomplete):
         _send(url, resend_unanswered=True)
     assert served[0] == 1
 
@@ -107,3 +107,12 @@ def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
         timer.join()
         server.close()
         client._conn = None
+
+
+def test_a_line_break_never_reaches_the_wire(peer):
+    """A header value is written as given: one with a line break would be a second header."""
+    url, answers, served = peer
+    answers += [CREATED]
+    with pytest.raises(ValueError, match="line break"):
+        client.send(url, "l", {"reference": "op"}, key="k\r\nX-Evil: 1", attempt=1, chaos=None, timeout=5)
+    assert served[0] == 0

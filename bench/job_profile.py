@@ -1,0 +1,144 @@
+"""Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
+
+    python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key]
+
+Each side runs as its own program, its workers with `timed_worker.TimedWorker`
+(RQ's forking Worker, recording each work-horse): raw RQ (`raw_rq.py`, no-op
+jobs) and `testbed load --kill-rate 0`, taking turns. CPU by role comes from
+polling every process of the program (psutil; a worker's work-horses are in
+its children's times) and, for the program itself, from what is left of the
+whole tree's CPU as `wait4` reports it; inside the work-horse from
+`timed_worker`. Figures are ms of CPU per job, medians of --runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+
+ROWS = [
+    ("workers", "worker process: dequeue, fork, wait, RQ's bookkeeping"),
+    ("horse", "work-horse, fork to exit (wait4)"),
+    ("fork", "  fork's return, until RQ's main_work_horse"),
+    ("rq", "  RQ's main_work_horse"),
+    ("handler", "    of which the lab's handler"),
+    ("exit", "  exit and teardown"),
+    ("faults", "  minor page faults per work-horse (count)"),
+    ("provider", "provider"),
+    ("redis", "Redis"),
+    ("program", "the program: enqueuer (raw) / testbed process"),
+    ("total", "total"),
+]
+
+
+def _role(process: psutil.Process, workers: set[int]) -> str:
+    if process.ppid() in workers:
+        return "horse"
+    line = " ".join(process.cmdline())
+    if "redis-server" in line:
+        return "redis"
+    if "-m provider" in line:
+        return "provider"
+    if "-m workers" in line or "rq.cli worker" in line:
+        return "workers"
+    return "other"
+
+
+def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[str, float]:
+    """ms of CPU per job by role, and inside the work-horse."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=HERE.parent)
+    top = psutil.Process(proc.pid)
+    last: dict[int, tuple[str, float]] = {}
+    workers: set[int] = set()
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # the whole tree's CPU, once it is over
+        if pid:
+            break
+        try:
+            family = top.children(recursive=True)
+        except psutil.NoSuchProcess:  # exited, not yet reaped
+            family = []
+        for process in family:
+            try:
+                role = last[process.pid][0] if process.pid in last else _role(process, workers)
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            if role == "horse":
+                continue
+            if role == "workers":
+                workers.add(process.pid)
+            kids = times.children_user + times.children_system if role == "workers" else 0.0
+            last[process.pid] = (role, times.user + times.system + kids)
+        time.sleep(0.05)
+    proc.returncode = status
+    if status != 0:
+        raise SystemExit(f"{argv} failed")
+    per_job = defaultdict(float)
+    for role, seconds in last.values():
+        per_job[role] += seconds * 1000 / ops
+    per_job["total"] = (usage.ru_utime + usage.ru_stime) * 1000 / ops
+    per_job["program"] = per_job["total"] - sum(per_job[r] for r in ("workers", "provider", "redis", "other"))
+    inside = [tuple(map(float, f.read_text().split())) for f in horses.glob("*.horse")]
+    whole = [float(f.read_text()) * 1000 for f in horses.glob("*.whole")]
+    per_job["horse"] = statistics.mean(whole)
+    per_job["fork"] = statistics.mean(h[0] for h in inside) * 1000
+    per_job["rq"] = statistics.mean(h[1] for h in inside) * 1000
+    per_job["handler"] = statistics.mean(h[2] for h in inside) * 1000
+    per_job["exit"] = per_job["horse"] - per_job["fork"] - per_job["rq"]
+    per_job["faults"] = statistics.mean(h[3] for h in inside)
+    per_job["workers"] -= per_job["horse"]  # the workers' figure held their horses
+    return per_job
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--strategy", default="provider-key")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": "timed_worker.TimedWorker"}
+    load = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", args.strategy]
+    sides = {
+        "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(args.ops), str(args.workers)],
+        "testbed": [sys.executable, "-m", "testbed", *load, "--no-store", "--json", str(work / "load.json")],
+    }
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    try:
+        for n in range(args.runs):
+            for side, argv in sides.items():
+                horses = work / f"{side}-{n}"
+                horses.mkdir()
+                results[side].append(run(argv, env | {"JOB_PROFILE_DIR": str(horses)}, args.ops, horses))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus; ms of CPU per job, medians of {args.runs}")
+    width = max(len(label) for _, label in ROWS)
+    print(f"{'':{width}}  {'raw RQ':>8}  {'testbed':>8}")
+    for key, label in ROWS:
+        raw, ours = (statistics.median(r[key] for r in results[side]) for side in sides)
+        cells = f"{raw:8.0f}  {ours:8.0f}" if key == "faults" else f"{raw:8.2f}  {ours:8.2f}"
+        if key == "handler":
+            cells = f"{'-':>8}  {ours:8.2f}"
+        print(f"{label:{width}}  {cells}")
+    raw_total, our_total = (statistics.median(r["total"] for r in results[side]) for side in sides)
+    print(f"CPU ratio raw RQ / testbed: {raw_total / our_total:.2f}")
+
+
+if __name__ == "__main__":
+    main()
