@@ -40,6 +40,9 @@ class Bus:
             pipe.rpush(self.keys.bus, events.encode(replace(hit, ts=time.time())))
             pipe.execute()
 
+    def was_reported(self, hit: str) -> bool:
+        return bool(self.redis.exists(self.keys.reported(hit)))
+
     def await_release(self, hit: str, timeout: float = HOLD_TIMEOUT) -> Release | None:
         # Short blocking pops: a client's socket timeout (redis-py's default is
         # 5 s, RQ's depends on --worker-ttl) must never cut a long hold short.

@@ -15,6 +15,7 @@ import os
 import select
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -44,8 +45,9 @@ class Incomplete(ConnectionError):
 
 # A request whose connection could not be made (refused, unreachable, cut off)
 # or that got a 503 with Retry-After was never processed: sending it again is
-# safe. Anything else that fails is the caller's to judge, unless the caller
-# knows that a request left unanswered was not processed either.
+# safe. Anything else that fails is the caller's to judge; for a request left
+# unanswered the caller may know (`unprocessed`) that it was not processed
+# either, and then it is sent again too.
 _RETRY_PAUSE = 0.02
 _UNANSWERED = (ConnectionResetError, BrokenPipeError, Unanswered)
 
@@ -149,6 +151,10 @@ def _head(method: str, path: str, host: str, headers: dict[str, str], body: byte
     return f"{''.join(lines)}{_AUTH}\r\n".encode("latin-1")
 
 
+def never() -> bool:
+    return False
+
+
 def _request(
     base: str,
     method: str,
@@ -156,21 +162,22 @@ def _request(
     headers: dict[str, str],
     timeout: float,
     body: bytes | None = None,
-    resend_unanswered: bool = False,
+    unprocessed: Callable[[], bool] = never,
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """One request; what the provider never processed is sent again until `timeout`."""
+    """One request; what the provider never processed is sent again until `timeout`.
+    `unprocessed()` is asked when a request goes unanswered."""
     deadline = time.monotonic() + timeout
-    unprocessed: tuple[type[Exception], ...] = (_NotSent, *(_UNANSWERED if resend_unanswered else ()))
     while True:
         try:
             status, response_headers, parsed = _once(base, method, path, headers, timeout, body)
-        except unprocessed as exc:
+        except _NotSent as exc:
             if time.monotonic() + _RETRY_PAUSE > deadline:
-                if not isinstance(exc, _NotSent):
-                    raise
                 if isinstance(exc.cause, TimeoutError):
                     raise Timeout(f"{method} {path}: no connection within {timeout} s") from exc.cause
                 raise exc.cause from None
+        except _UNANSWERED:
+            if time.monotonic() + _RETRY_PAUSE > deadline or not unprocessed():
+                raise
         else:
             if not turned_away(status, response_headers):
                 return status, response_headers, parsed
@@ -194,13 +201,15 @@ def _once(
     except (OSError, httptools.HttpParserError):
         _close()
         raise
-    if not answer.done or not parser.should_keep_alive():
+    status = parser.get_status_code()
+    # (httptools' should_keep_alive() reads False once the answer is complete: from the head.)
+    if not answer.done or parser.get_http_version() != "1.1" or answer.headers.get("connection", "").lower() == "close":
         _close()
     try:
         parsed = json.loads(answer.body) if answer.body else {}
     except ValueError:
         parsed = {}
-    return parser.get_status_code(), answer.headers, parsed if isinstance(parsed, dict) else {}
+    return status, answer.headers, parsed if isinstance(parsed, dict) else {}
 
 
 def _read(sock: socket.socket, parser: httptools.HttpResponseParser, answer: _Answer, request: str) -> None:
@@ -233,7 +242,7 @@ def send(
     attempt: int,
     chaos: str | None,
     timeout: float,
-    resend_unanswered: bool = False,
+    unprocessed: Callable[[], bool] = never,
 ) -> Reply:
     headers = {"Content-Type": "application/json", "X-Testbed-Attempt": str(attempt)}
     if key:
@@ -241,16 +250,16 @@ def send(
     if chaos:
         headers["X-Testbed-Chaos"] = chaos
     status, response_headers, body = _request(
-        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), resend_unanswered
+        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), unprocessed
     )
     return Reply(status, str(body.get("id", "")), response_headers.get("idempotent-replayed") == "true")
 
 
 def lookup(
-    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, resend_unanswered: bool = False
+    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, unprocessed: Callable[[], bool] = never
 ) -> Lookup:
     """The strongly consistent single-item read."""
-    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout, None, resend_unanswered)
+    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout, None, unprocessed)
     # A 404 is evidence of absence only when the provider says so (not for a ledger it does not know).
     return Lookup(
         seen(status, body.get("found") is False), str(body.get("id", "")), body.get("fingerprint") == fingerprint
@@ -258,11 +267,11 @@ def lookup(
 
 
 def search(
-    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, resend_unanswered: bool = False
+    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, unprocessed: Callable[[], bool] = never
 ) -> Lookup:
     """The listing filtered by reference: an empty page is all it can say about absence."""
     path = f"{_path(ledger)}?{urlencode({'reference': reference})}"
-    status, _, body = _request(base, "GET", path, {}, timeout, None, resend_unanswered)
+    status, _, body = _request(base, "GET", path, {}, timeout, None, unprocessed)
     if status != 200:
         return Lookup(Seen.UNKNOWN)
     data = body.get("data") or []

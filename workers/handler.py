@@ -32,7 +32,8 @@ class JobSpec:
     max_waits: int
     poll_interval: float
     # The cell crashes the provider: it drains before it dies, so a request that dies
-    # with it unanswered was never processed, unless it is one the plan armed.
+    # with it unanswered was never processed, unless it is the armed one and reached
+    # its boundary (Probe.died_unprocessed).
     provider_crashes: bool = False
 
 
@@ -46,7 +47,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     key = uuid.uuid4().hex if strategy.key is KeyMode.FRESH else op if strategy.key is KeyMode.STABLE else None
     payload = {"reference": op, **intent["payload"]}
     read = client.lookup if s.read_path == "lookup" else client.search
-    resend = s.provider_crashes and not probe.armed_to_crash_provider()
+    unprocessed = probe.died_unprocessed if s.provider_crashes else client.never
 
     # A marker the flow wrote, not yet sent: it goes to Redis with the next round trip
     # that can show it to anyone (a kill point, a request, the attempt's end), so the
@@ -82,7 +83,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
                     attempt=number,
                     chaos=probe.provider_hit(),
                     timeout=probe.call_timeout(s.client_timeout),
-                    resend_unanswered=resend,
+                    unprocessed=unprocessed,
                 )
             except client.Timeout:
                 probe.event(EventKind.CALL_TIMEOUT)
@@ -91,7 +92,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
             return reply
         elif isinstance(step, AskProvider):
             timeout = probe.call_timeout(s.client_timeout)
-            found = read(s.provider, s.ledger, op, fingerprint(payload), timeout=timeout, resend_unanswered=resend)
+            found = read(s.provider, s.ledger, op, fingerprint(payload), timeout=timeout, unprocessed=unprocessed)
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

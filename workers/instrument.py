@@ -96,9 +96,14 @@ class Probe:
             return client_timeout
         return HOLD_TIMEOUT
 
-    def armed_to_crash_provider(self) -> bool:
+    def died_unprocessed(self) -> bool:
+        """Asked when a call in a cell that crashes the provider went unanswered. The
+        provider drains before it dies, so the call was never processed, unless it is
+        this attempt's armed call and reached its boundary (then it is the fault)."""
         hit = self._provider_hit()
-        return hit is not None and RULES[hit.fault].kills_provider
+        if hit is None or not RULES[hit.fault].kills_provider:
+            return True
+        return not self._bus.was_reported(hit.hit)
 
     def _provider_hit(self) -> Hit | None:
         return next((hit for boundary, hit in self._hits.items() if boundary.on_provider), None)

@@ -11,9 +11,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    # 4 cells at once (a provider-crash cell still runs alone). At 20 ops the two armed ops
-    # of a cell are never in flight together: see the closing note on a crash taking an
-    # armed request that the drain turned away.
+    # 4 cells at once (a provider-crash cell still runs alone).
     args = ["--matrix", "full", "--ops", "20", "--parallel", "4"]
     return run_testbed(args, tmp_path_factory.mktemp("full"), timeout=400)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,11 +62,9 @@ def peer(tmp_path: Path) -> Iterator[tuple[str, list[bytes], list[int]]]:
     client._conn = None
 
 
-def _send(url: str, resend_unanswered: bool = False) -> client.Reply:
+def _send(url: str, unprocessed: Callable[[], bool] = client.never) -> client.Reply:
     payload = {"reference": "op"}
-    return client.send(
-        url, "l", payload, key=None, attempt=1, chaos=None, timeout=5, resend_unanswered=resend_unanswered
-    )
+    return client.send(url, "l", payload, key=None, attempt=1, chaos=None, timeout=5, unprocessed=unprocessed)
 
 
 def test_a_503_whose_body_never_came_is_sent_again(peer):
@@ -80,7 +78,7 @@ def test_any_other_answer_cut_short_is_the_callers_to_judge(peer):
     url, answers, served = peer
     answers += [RESET, CREATED]
     with pytest.raises(client.Incomplete):
-        _send(url, resend_unanswered=True)
+        _send(url, unprocessed=lambda: True)
     assert served[0] == 1
 
 
@@ -116,3 +114,45 @@ def test_a_line_break_never_reaches_the_wire(peer):
     with pytest.raises(ValueError, match="line break"):
         client.send(url, "l", {"reference": "op"}, key="k\r\nX-Evil: 1", attempt=1, chaos=None, timeout=5)
     assert served[0] == 0
+
+
+FULL_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 1\r\ncontent-length: 2\r\n\r\n{}"
+)
+
+
+def test_a_turned_away_request_goes_again_on_the_same_connection(tmp_path):
+    """One keep-alive connection per work-horse: a 503 with Retry-After keeps it open."""
+    path = str(tmp_path / "k.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(8)
+    accepted = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        accepted.append(conn)
+        with conn:
+            for answer in (FULL_503, CREATED):
+                _read_request(conn)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client._conn = None
+    try:
+        assert _send(unix_url(path)).status == 201 and len(accepted) == 1
+    finally:
+        thread.join(5)
+        server.close()
+        client._conn = None
+
+
+def test_unanswered_is_sent_again_only_if_the_caller_knows_it_was_not_processed(peer):
+    """In a provider-crash cell: any call but the armed one that reached its boundary."""
+    url, answers, served = peer
+    answers += [b"", b"", CREATED]
+    with pytest.raises(client.Unanswered):
+        _send(url)
+    assert _send(url, unprocessed=lambda: True).status == 201 and served[0] == 3
