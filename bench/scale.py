@@ -32,7 +32,7 @@ def main() -> None:
     out = work / "load.json"
     argv = [sys.executable, "-m", "testbed", "load", "--ops", str(args.ops), "--workers", str(args.workers)]
     argv += ["-s", args.strategy, "--kill-rate", str(args.kill_rate), "--seed", str(args.seed), "--json", str(out)]
-    argv += ["--store", str(work / "runs")]
+    argv += ["--store", str(work / "runs"), "--yes"]  # a long run on purpose: past the CLI's confirm limits
     started = time.monotonic()
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     me = psutil.Process(proc.pid)
@@ -49,6 +49,8 @@ def main() -> None:
     wall = time.monotonic() - started
     for at, rss, note in samples[:: max(1, len(samples) // 12)]:
         print(f"{at:8.0f} s  rss {rss:6.1f} MB  {note[:90]}")
+    if not out.exists():
+        sys.exit(f"testbed load exited {proc.returncode} without results: {last}")
     result = json.loads(out.read_text())
     stored = work / "runs" / result["run"]
     sizes = {f.name: f.stat().st_size / 1e6 for f in stored.iterdir() if f.is_file()}
