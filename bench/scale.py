@@ -29,6 +29,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="testbed-scale-"))
+    try:
+        passed = run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0 if passed else 1)
+
+
+def run(args: argparse.Namespace, work: Path) -> bool:
+    """The run, its samples and its figures; True if it exited 0 with its cell as expected."""
     out = work / "load.json"
     argv = [sys.executable, "-m", "testbed", "load", "--ops", str(args.ops), "--workers", str(args.workers)]
     argv += ["-s", args.strategy, "--kill-rate", str(args.kill_rate), "--seed", str(args.seed), "--json", str(out)]
@@ -50,12 +59,12 @@ def main() -> None:
     for at, rss, note in samples[:: max(1, len(samples) // 12)]:
         print(f"{at:8.0f} s  rss {rss:6.1f} MB  {note[:90]}")
     if not out.exists():
-        sys.exit(f"testbed load exited {proc.returncode} without results: {last}")
+        print(f"testbed load exited {proc.returncode} without results: {last}", file=sys.stderr)
+        return False
     result = json.loads(out.read_text())
     stored = work / "runs" / result["run"]
     sizes = {f.name: f.stat().st_size / 1e6 for f in stored.iterdir() if f.is_file()}
     logs = sum(f.stat().st_size for f in (stored / "logs").rglob("*") if f.is_file()) / 1e6
-    shutil.rmtree(work)
     row = result["rows"][0]
     print(f"exit {proc.returncode}; verdict {row['verdict']}; broken: {row['differences'] or 'none'}")
     print(f"effects {row['effects']}, duplicates {row['duplicateEffects']}, missing {row['missingOperations']},")
@@ -63,6 +72,7 @@ def main() -> None:
     print(f"{result['options']['peakRssMb']} MB; wall {wall:.0f} s ({args.ops / row['wallSeconds']:.0f} ops/s)")
     files = ", ".join(f"{name} {mb:.1f} MB" for name, mb in sorted(sizes.items()))
     print(f"stored run: {sum(sizes.values()) + logs:.1f} MB ({files}, logs {logs:.1f} MB)")
+    return proc.returncode == 0 and row["verdict"] == "pass"
 
 
 if __name__ == "__main__":
