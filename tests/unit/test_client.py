@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ from workers import client
 HEAD_503 = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
     b"retry-after: 1\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+FULL_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 1\r\ncontent-length: 2\r\n\r\n{}"
 )
 CREATED = b'HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 14\r\n\r\n{"id":"eff_1"}'
 RESET = b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -34,15 +39,24 @@ def _read_request(conn: socket.socket) -> None:
         body += conn.recv(65536)
 
 
+@dataclass
+class Peer:
+    """What the scripted peer answers and what it saw."""
+
+    url: str
+    # The n-th connection's answers, one per request on it; then it hangs up.
+    answers: list[tuple[bytes, ...]] = field(default_factory=list)
+    requests: int = 0
+    connections: int = 0
+
+
 @pytest.fixture
-def peer(tmp_path: Path) -> Iterator[tuple[str, list[bytes], list[int]]]:
-    """A peer that answers the n-th connection with answers[n] and then hangs up."""
+def peer(tmp_path: Path) -> Iterator[Peer]:
     path = str(tmp_path / "p.sock")
     server = socket.socket(socket.AF_UNIX)
     server.bind(path)
     server.listen(8)
-    answers: list[bytes] = []
-    served = [0]
+    peer = Peer(unix_url(path))
 
     def serve() -> None:
         while True:
@@ -50,14 +64,16 @@ def peer(tmp_path: Path) -> Iterator[tuple[str, list[bytes], list[int]]]:
                 conn, _ = server.accept()
             except OSError:
                 return
+            peer.connections += 1
             with conn:
-                _read_request(conn)
-                served[0] += 1
-                conn.sendall(answers[min(served[0], len(answers)) - 1])
+                for answer in peer.answers[min(peer.connections, len(peer.answers)) - 1]:
+                    _read_request(conn)
+                    peer.requests += 1
+                    conn.sendall(answer)
 
     threading.Thread(target=serve, daemon=True).start()
     client._conn = None  # a fresh work-horse
-    yield unix_url(path), answers, served
+    yield peer
     server.close()
     client._conn = None
 
@@ -69,17 +85,15 @@ def _send(url: str, unprocessed: Callable[[], bool] = client.never) -> client.Re
 
 def test_a_503_whose_body_never_came_is_sent_again(peer):
     """A provider crashed on purpose may die between the head of its 503 and the body."""
-    url, answers, served = peer
-    answers += [HEAD_503, CREATED]
-    assert _send(url).status == 201 and served[0] == 2
+    peer.answers += [(HEAD_503,), (CREATED,)]
+    assert _send(peer.url).status == 201 and peer.requests == 2
 
 
 def test_any_other_answer_cut_short_is_the_callers_to_judge(peer):
-    url, answers, served = peer
-    answers += [RESET, CREATED]
+    peer.answers += [(RESET,), (CREATED,)]
     with pytest.raises(client.Incomplete):
-        _send(url, unprocessed=lambda: True)
-    assert served[0] == 1
+        _send(peer.url, unprocessed=lambda: True)
+    assert peer.requests == 1
 
 
 def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
@@ -109,50 +123,21 @@ def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
 
 def test_a_line_break_never_reaches_the_wire(peer):
     """A header value is written as given: one with a line break would be a second header."""
-    url, answers, served = peer
-    answers += [CREATED]
+    peer.answers += [(CREATED,)]
     with pytest.raises(ValueError, match="line break"):
-        client.send(url, "l", {"reference": "op"}, key="k\r\nX-Evil: 1", attempt=1, chaos=None, timeout=5)
-    assert served[0] == 0
+        client.send(peer.url, "l", {"reference": "op"}, key="k\r\nX-Evil: 1", attempt=1, chaos=None, timeout=5)
+    assert peer.requests == 0
 
 
-FULL_503 = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-    b"retry-after: 1\r\ncontent-length: 2\r\n\r\n{}"
-)
-
-
-def test_a_turned_away_request_goes_again_on_the_same_connection(tmp_path):
+def test_a_turned_away_request_goes_again_on_the_same_connection(peer):
     """One keep-alive connection per work-horse: a 503 with Retry-After keeps it open."""
-    path = str(tmp_path / "k.sock")
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(path)
-    server.listen(8)
-    accepted = []
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        accepted.append(conn)
-        with conn:
-            for answer in (FULL_503, CREATED):
-                _read_request(conn)
-                conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    client._conn = None
-    try:
-        assert _send(unix_url(path)).status == 201 and len(accepted) == 1
-    finally:
-        thread.join(5)
-        server.close()
-        client._conn = None
+    peer.answers += [(FULL_503, CREATED)]
+    assert _send(peer.url).status == 201 and peer.connections == 1
 
 
 def test_unanswered_is_sent_again_only_if_the_caller_knows_it_was_not_processed(peer):
     """In a provider-crash cell: any call but the armed one that reached its boundary."""
-    url, answers, served = peer
-    answers += [b"", b"", CREATED]
+    peer.answers += [(b"",), (b"",), (CREATED,)]
     with pytest.raises(client.Unanswered):
-        _send(url)
-    assert _send(url, unprocessed=lambda: True).status == 201 and served[0] == 3
+        _send(peer.url)
+    assert _send(peer.url, unprocessed=lambda: True).status == 201 and peer.requests == 3
