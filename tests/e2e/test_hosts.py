@@ -222,22 +222,24 @@ def hosts(tmp_path_factory):
         made.start("agent1", "agent")
         made.start("agent2", "agent")
         probe = made.run("lab", [sys.executable, "-c", PROBE], "lab", timeout=120)
-        assert probe.returncode == 0, probe.stderr + _logs(made)
+        assert probe.returncode == 0, _failed(probe, made)
         made.probe = json.loads(probe.stdout)
         yield made
     finally:
         made.down()
 
 
-def _logs(hosts: Hosts) -> str:
-    return "".join(f"\n--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in hosts.root.glob("*/*.log"))
+def _failed(ran: subprocess.CompletedProcess[str], hosts: Hosts) -> str:
+    """What a failed run printed (the cells that differ are on stdout), then every host's log."""
+    logs = "".join(f"\n--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in hosts.root.glob("*/*.log"))
+    return ran.stdout[-3000:] + ran.stderr[-3000:] + logs
 
 
 @pytest.fixture(scope="module")
 def lab_run(hosts):
     """compose.yaml's lab service, on the lab's host."""
     ran = hosts.run("lab", compose.argv("lab"), "lab", timeout=240)
-    assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
+    assert ran.returncode == 0, _failed(ran, hosts)
     return ran
 
 
@@ -272,7 +274,7 @@ def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
     # 12 kills: the chance that no job crosses to the other host is about (1/2)^12.
     argv = [*compose.argv("lab")[:3], "replay", "--agents", "--fault", "kill-worker", "--ops", "48", "--every", "4"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "replay.json"], "lab", timeout=180)
-    assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
+    assert ran.returncode == 0, _failed(ran, hosts)
     row = json.loads((hosts.workdir("lab") / "replay.json").read_text())["rows"][0]
     assert (row["kills"], row["effects"], row["duplicateEffects"], row["missingOperations"]) == (12, 48, 0, 0)
     crossed = 0
@@ -291,7 +293,7 @@ def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab
     faults = ["--fault", "partition", "--fault", "timeout", "--fault", "late"]
     argv = [*compose.argv("lab")[:3], "chaos", "--agents", *faults, "--ops", "20"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "partition.json"], "lab", timeout=240)
-    assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
+    assert ran.returncode == 0, _failed(ran, hosts)
     rows = json.loads((hosts.workdir("lab") / "partition.json").read_text())["rows"]
     assert {r["fault"] for r in rows if r["boundary"] != "none"} == {"partition", "timeout", "late"}
     cut = [r for r in rows if r["fault"] == "partition"]
@@ -322,7 +324,7 @@ def test_every_scenario_across_hosts_agrees_with_the_model(hosts, lab_run):
     argv = [*compose.argv("lab")[:3], "chaos", "--agents", "--matrix", "full", "--ops", "10"]
     argv += [arg for name in scenarios for arg in ("--scenario", name)]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "scenarios.json"], "lab", timeout=240)
-    assert ran.returncode == 0, ran.stderr[-3000:] + _logs(hosts)
+    assert ran.returncode == 0, _failed(ran, hosts)
     rows = json.loads((hosts.workdir("lab") / "scenarios.json").read_text())["rows"]
     assert {r["scenario"] for r in rows} == set(scenarios)
     assert all(r["verdict"] == "pass" for r in rows)
