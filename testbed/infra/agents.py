@@ -24,14 +24,14 @@ import redis as redis_lib
 from labcore import agents as proto
 from labcore.agents import AgentState, Order, Registration, Reply, Request, RunAgentKeys
 from labcore.bus import Bus
-from labcore.credentials import bearer, redacted
+from labcore.credentials import redacted
 from labcore.keys import QUEUE, rq_prefix
 from provider.store import ReferenceRecord
 from testbed.errors import RunFailure, SetupError
 from testbed.infra import leftovers
 from testbed.infra.leftovers import delete_keys
 from testbed.infra.parts import PartDied
-from testbed.infra.provider_process import ProviderAdmin
+from testbed.infra.provider_process import ProviderAdmin, provider_client
 from testbed.infra.stack import Stack, connect
 
 ORDER_TIMEOUT = 15.0  # a kill is confirmed in ms; an agent that says nothing this long is gone
@@ -138,7 +138,7 @@ class RemoteProvider:
         self.token = token
 
     def check_reachable(self) -> None:
-        with httpx.Client(base_url=self.url, headers=bearer(self.token), trust_env=False, timeout=5.0) as http:
+        with provider_client(self.url, self.token, timeout=5.0) as http:
             try:
                 health = http.get("/health")
                 audit = http.post("/ledgers/testbed-probe/audit", json={"references": []})
@@ -153,7 +153,8 @@ class RemoteProvider:
 
     def healthy(self) -> bool:
         try:
-            return httpx.get(f"{self.url}/health", timeout=5.0, trust_env=False).status_code == 200
+            with provider_client(self.url, None, timeout=5.0) as http:
+                return http.get("/health").status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -162,7 +163,7 @@ class RemoteLog:
     """The checker's view of a remote provider's log (provider/audit.py), as LogReader gives a local one."""
 
     def __init__(self, url: str, token: str | None) -> None:
-        self._http = httpx.Client(base_url=url, headers=bearer(token), trust_env=False, timeout=30.0)
+        self._http = provider_client(url, token, timeout=30.0)
 
     def close(self) -> None:
         self._http.close()
