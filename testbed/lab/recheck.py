@@ -3,14 +3,16 @@ no workers): Jepsen's analyze for the lab.
 
 Each cell is rebuilt from results.json (its strategy, boundary, fault and
 scenario, the run's plan options); each op's facts are its local facts from
-history.jsonl joined with what the stored provider log holds for it now; the
-observations (faults, kills, latencies, anomalies) are the cell's history
-replayed. The same verdict then judges them. A log altered after the run is
-judged as it is now.
+history.jsonl joined with what the stored provider log holds for it now (or,
+for a provider the run did not start, what its audit said once the run was
+over); the observations (faults, kills, latencies, anomalies) are the cell's
+history replayed. The same verdict then judges them. A log altered after the
+run is judged as it is now.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,18 @@ from testbed.judge.checker import OpFacts
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
-from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, PROVIDER_LOG, RESULTS, read_history
+from testbed.lab.store import (
+    ANOMALY,
+    CELL,
+    EVENT,
+    FACTS,
+    PROVIDER_LOG,
+    PROVIDER_RECORDS,
+    RESULTS,
+    ProviderRecords,
+    StoredRecords,
+    read_history,
+)
 from workers.flow import Outcome
 from workers.strategies import STRATEGIES
 
@@ -55,10 +68,7 @@ def recheck(path: Path, results: dict[str, Any], overrides: Overrides | None = N
             seen[cell].anomaly(line["text"])
         elif kind == FACTS:
             facts[cell].append([_local(o, line["intent"]) for o in line["ops"]])
-    if not (path / PROVIDER_LOG).is_file():
-        raise UsageError(f"{path} has no provider log ({PROVIDER_LOG}): it cannot be checked")
-    log = LogReader(path / PROVIDER_LOG)
-    try:
+    with _provider(path) as log:
         rows = []
         for stored in results["rows"]:
             cell_id = stored.get("cell")
@@ -78,8 +88,18 @@ def recheck(path: Path, results: dict[str, Any], overrides: Overrides | None = N
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
             rows.append(judge(judgement, observed, seen[cell_id], int(stored["workers"]), float(stored["wallSeconds"])))
         return rows
-    finally:
-        log.close()
+
+
+@contextlib.contextmanager
+def _provider(path: Path) -> Iterator[ProviderRecords]:
+    """The stored run's provider side: its log copy, or what a remote provider's audit said."""
+    if (path / PROVIDER_LOG).is_file():
+        with contextlib.closing(LogReader(path / PROVIDER_LOG)) as log:
+            yield log
+    elif (path / PROVIDER_RECORDS).is_file():
+        yield StoredRecords(path / PROVIDER_RECORDS)
+    else:
+        raise UsageError(f"{path} has no provider log ({PROVIDER_LOG} or {PROVIDER_RECORDS}): it cannot be checked")
 
 
 def _local(op: dict[str, Any], intent: str) -> OpFacts:
@@ -94,7 +114,7 @@ def _local(op: dict[str, Any], intent: str) -> OpFacts:
     )
 
 
-def _with_provider(log: LogReader, ledger: str, intents: list[list[OpFacts]]) -> Iterator[list[OpFacts]]:
+def _with_provider(log: ProviderRecords, ledger: str, intents: list[list[OpFacts]]) -> Iterator[list[OpFacts]]:
     """The stored local facts, joined with what the provider's log says of each op."""
     for start in range(0, len(intents), 1000):
         chunk = intents[start : start + 1000]

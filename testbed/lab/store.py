@@ -6,11 +6,14 @@ A stored run holds
   event of every watched op, anomalies, and each op's local facts (what the
   application concluded, its attempts, whether RQ gave up on its job) when its
   cell is judged; one line each, so a long run's memory stays flat;
-- `provider.sqlite3`, a consistent copy of the provider's effect log;
+- `provider.sqlite3`, a consistent copy of the provider's effect log; or, for
+  a provider the run did not start (`--agents`: its log stays on its host),
+  `provider-records.jsonl`, what that provider's audit said of each of the
+  run's ops once the run was over;
 - `logs/`, the processes' logs.
 
-`testbed check` re-judges a stored run from `history.jsonl` and
-`provider.sqlite3` alone.
+`testbed check` re-judges a stored run from `history.jsonl` and either of
+the provider's files alone.
 """
 
 from __future__ import annotations
@@ -22,16 +25,18 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
+from provider.store import ReferenceRecord
 from testbed.errors import UsageError
 
 LATEST = "latest"
 RESULTS = "results.json"
 HISTORY = "history.jsonl"
 PROVIDER_LOG = "provider.sqlite3"
+PROVIDER_RECORDS = "provider-records.jsonl"
 LOGS = "logs"
 REPORT = "report.html"
 
@@ -39,6 +44,14 @@ REPORT = "report.html"
 CELL, EVENT, ANOMALY, FACTS = "cell", "event", "anomaly", "facts"
 
 _FLUSH_EVERY = 1.0  # seconds: a run killed outright loses at most this much of its history
+_RECORDS_PER_LINE = 1000  # references per line of provider-records.jsonl
+
+
+class ProviderRecords(Protocol):
+    """What a provider recorded of some references: its log (LogReader), its audit
+    route (a remote provider), or what its audit said, kept (StoredRecords)."""
+
+    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
 
 
 class RunDir:
@@ -67,6 +80,28 @@ class RunDir:
             source.close()
             target.close()
 
+    def keep_provider_records(self, provider: ProviderRecords) -> None:
+        """What a provider the run did not start recorded of each op the history names,
+        as it says now: one line per ledger and chunk, the file whole or not at all."""
+        ledgers: dict[str, str] = {}
+        ops: dict[str, list[str]] = {}
+        for line in read_history(self.path):
+            if line["type"] == CELL:
+                ledgers[line["cell"]] = line["ledger"]
+            elif line["type"] == FACTS:
+                ops.setdefault(ledgers[line["cell"]], []).extend(op["op"] for op in line["ops"])
+        tmp = self.path / f".{PROVIDER_RECORDS}.tmp"
+        try:
+            with open(tmp, "w") as out:
+                for ledger, names in ops.items():
+                    for start in range(0, len(names), _RECORDS_PER_LINE):
+                        found = provider.records(ledger, names[start : start + _RECORDS_PER_LINE])
+                        records = {name: asdict(record) for name, record in found.items()}
+                        out.write(json.dumps({"ledger": ledger, "records": records}, separators=(",", ":")) + "\n")
+            tmp.replace(self.path / PROVIDER_RECORDS)
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def keep_logs(self, workdir: Path) -> None:
         logs = self.path / LOGS
         for log in workdir.rglob("*.log"):
@@ -82,6 +117,25 @@ class RunDir:
         """An interrupted run keeps nothing."""
         self._history.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class StoredRecords:
+    """provider-records.jsonl read back: answers as the provider's audit did."""
+
+    def __init__(self, path: Path) -> None:
+        self._ledgers: dict[str, dict[str, ReferenceRecord]] = {}
+        try:
+            with open(path) as lines:
+                for line in lines:
+                    entry = json.loads(line)
+                    found = {name: ReferenceRecord(**counts) for name, counts in entry["records"].items()}
+                    self._ledgers.setdefault(entry["ledger"], {}).update(found)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UsageError(f"{path}: not a provider's records as the lab keeps them ({exc})") from None
+
+    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]:
+        kept = self._ledgers.get(ledger, {})
+        return {name: kept[name] for name in references if name in kept}
 
 
 class RunStore:

@@ -5,7 +5,8 @@ Redis on one, the provider on another, an agent on each of two more, the lab
 on the fifth. The bridge lives in a sixth namespace: nothing is added to the
 machine's own network, and no traffic leaves these namespaces.
 
-Checks: the article's 12 cells equal a single-host run's; a kill-worker replay
+Checks: the article's 12 cells equal a single-host run's, and the stored run
+is judged again from what the provider said of its ops; a kill-worker replay
 whose jobs come back on the other agent's host; the partition fault (an
 agent cuts its host off from the provider), timeout and late as the model
 predicts; every scenario across hosts as the model predicts; the provider refuses a request
@@ -30,6 +31,7 @@ import psutil
 import pytest
 
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.lab.store import PROVIDER_LOG, PROVIDER_RECORDS
 from tests import compose
 
 pytestmark = pytest.mark.e2e
@@ -268,6 +270,25 @@ def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, de
     assert {r["workers"] for r in across["rows"]} == {4}
     for host in ("agent1", "agent2"):
         assert hosts.pids(hosts.ns(host)) == [hosts.procs[host].pid]
+
+
+def test_a_run_on_the_agents_provider_is_kept_and_judged_again_from_what_the_provider_said(hosts, lab_run):
+    stored = (hosts.workdir("lab") / "runs" / "latest").resolve()
+    assert (stored / PROVIDER_RECORDS).is_file() and not (stored / PROVIDER_LOG).exists()  # its log stays on its host
+    check = [*compose.argv("lab")[:3], "check"]
+    ran = hosts.run("lab", [*check, "latest", "--store", "runs"], "lab", timeout=60)
+    assert ran.returncode == 0, _failed(ran, hosts)
+    assert "12/12 cells as expected" in ran.stdout
+    # One effect fewer in what the provider said of one op: the check names that op.
+    altered = hosts.workdir("lab") / "altered"
+    shutil.copytree(stored, altered)
+    lines = [json.loads(line) for line in (altered / PROVIDER_RECORDS).read_text().splitlines()]
+    op, record = next((op, r) for line in lines for op, r in line["records"].items() if r["effects"] == 1)
+    record["effects"] = 0
+    (altered / PROVIDER_RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ran = hosts.run("lab", [*check, str(altered)], "lab", timeout=60)
+    assert ran.returncode == 1, _failed(ran, hosts)
+    assert "DIFFERS" in ran.stdout and op in ran.stdout
 
 
 def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
