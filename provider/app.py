@@ -231,9 +231,7 @@ class Guard:
     oversized body is refused without being read, whether or not it declares
     its length."""
 
-    def __init__(
-        self, app: ASGIApp, token: str | None, max_body: int = MAX_BODY, fast: FastPath | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, max_body: int = MAX_BODY, fast: FastPath | None = None) -> None:
         self._app = app
         self._token = token
         self._max = max_body

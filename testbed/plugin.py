@@ -170,6 +170,7 @@ class Lab:
             env=dict(env or {}),
             cell_prefix=f"r{self._runs}c",
         )
+
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 

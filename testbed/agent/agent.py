@@ -216,7 +216,11 @@ class Agent:
                 if order.whole:
                     kill.owner.killed = True  # on purpose: not a death to report
                 return Reply(
-                    order.id, True, victims=kill.victims, at=kill.at, confirmed_ms=kill.confirmed_ms,
+                    order.id,
+                    True,
+                    victims=kill.victims,
+                    at=kill.at,
+                    confirmed_ms=kill.confirmed_ms,
                     already_gone=kill.already_gone,
                 )
             if order.kind == OrderKind.REPLACE:
@@ -230,7 +234,6 @@ class Agent:
             return Reply(order.id, False, f"unknown order {order.kind!r}")
         except RunFailure as exc:
             return Reply(order.id, False, f"agent {self.name}: {exc}")
-
 
     def _partition(self, served: _Served, order: Order) -> Reply:
         if self.no_partition:

@@ -177,6 +177,7 @@ def _fault_text(armed: tuple[Armed, ...], history: list[dict[str, Any]] | None) 
 
 def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> Judge:
     """A cell's judge: ops named as the user's job knew them, each with the faults armed on it."""
+
     def fault_of(intent: str) -> str:
         return _fault_text(plan.armed(seq_of(intent)), None if history is None else history.get(intent, []))
 

@@ -84,6 +84,8 @@ def test_an_expectation_for_no_cell_or_many_is_an_error(value, cells, message):
 def test_a_repeated_expectation_is_an_error():
     with pytest.raises(UsageError, match="given twice"):
         parse_expect(["retry-only@none=100/0", "retry-only@none:none=100/0"], ARTICLE)
+
+
 def test_handlers_take_every_place_of_the_selection():
     cells = with_handlers(select_cells("article", None, None, None, None), ["jobs:send"], keep_strategies=False)
     assert [c.label for c in cells] == [
