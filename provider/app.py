@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import MISSING
+from enum import Enum
 from http import HTTPStatus
 from typing import Annotated, Any, get_type_hints
 
@@ -242,32 +243,51 @@ class Guard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        oversized = declared is not None and declared.isdigit() and int(declared) > self._max
         if self._token is not None and scope["path"] not in OPEN_PATHS and not scope["path"].startswith(SCOPED):
             presented = headers.get(b"authorization")
             if not matches(None if presented is None else presented.decode("latin-1"), self._token):
+                # A body within the cap is read first, and dropped: bytes that reach a connection
+                # already closed make the kernel reset it, and the client could lose the 401.
+                if not oversized and await _body(receive, self._max) is _Cut.GONE:
+                    return
                 await _refuse(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
                 return
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self._max:
+        if oversized:
             await _refuse(send, 413, f"request body over {self._max} bytes")
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            body += message.get("body", b"")
-            if len(body) > self._max:
-                await _refuse(send, 413, f"request body over {self._max} bytes")
-                return
-            if not message.get("more_body", False):
-                break
+        body = await _body(receive, self._max)
+        if body is _Cut.GONE:
+            return
+        if body is _Cut.OVER:
+            await _refuse(send, 413, f"request body over {self._max} bytes")
+            return
         if self._fast is not None:
-            answer = self._fast(scope, headers, bytes(body))
+            answer = self._fast(scope, headers, body)
             if answer is not None:
                 await answer(scope, receive, send)
                 return
-        await self._app(scope, _replay(bytes(body), receive), send)
+        await self._app(scope, _replay(body, receive), send)
+
+
+class _Cut(Enum):
+    GONE = "the client went away"
+    OVER = "the body ran past the cap: read no further"
+
+
+async def _body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes | _Cut:
+    """The request's body whole, or why there is none."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return _Cut.GONE
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return _Cut.OVER
+        if not message.get("more_body", False):
+            return bytes(body)
 
 
 FastPath = Callable[[MutableMapping[str, Any], dict[bytes, bytes], bytes], JSONResponse | None]

@@ -105,6 +105,24 @@ def test_without_the_token_every_route_but_health_is_refused_and_changes_nothing
         assert http.get("/ledgers/locked/effects/op-1").status_code == 200
 
 
+def test_a_refused_requests_body_is_read_before_the_401_so_the_answer_is_not_reset(provider: Standalone) -> None:
+    """The provider closes a refused connection. Had it answered before the body came in,
+    the body would reach a closed socket (or lie unread in it), the kernel would reset
+    the connection, and the client could lose the 401 (seen in CI as ECONNRESET)."""
+    head = b"PUT /ledgers/late-body HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", provider.port), timeout=10) as conn:
+        conn.sendall(head)
+        conn.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            conn.recv(1)  # no answer while the body is still to come
+        conn.settimeout(10)
+        conn.sendall(b"{}")
+        answer = b""
+        while chunk := conn.recv(65536):  # then the whole answer, and a clean end of the stream
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401 ") and answer.endswith(b'"missing or wrong bearer token"}')
+
+
 def test_a_malformed_chaos_header_is_400_and_leaves_the_key_free(provider: Standalone) -> None:
     with provider.client() as http:
         http.put("/ledgers/chaos", json={})
