@@ -4,8 +4,8 @@ no workers): Jepsen's analyze for the lab.
 Each cell is rebuilt from results.json (its strategy, boundary, fault and
 scenario, the run's plan options); each op's facts are its local facts from
 history.jsonl joined with what the stored provider log holds for it now (or,
-for a provider the run did not start, what its audit said once the run was
-over); the observations (faults, kills, latencies, anomalies) are the cell's
+for a provider the run did not start, what its audit said as the run judged
+it); the observations (faults, kills, latencies, anomalies) are the cell's
 history replayed. The same verdict then judges them. A log altered after the
 run is judged as it is now.
 """

@@ -23,6 +23,7 @@ from labcore.events import EventKind, Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind
 from labcore.keys import QUEUE, CellKeys
+from provider.store import ReferenceRecord
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
@@ -286,7 +287,8 @@ class CellRunner:
         failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
         observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
         if self.run_dir is not None:
-            observed = _recorded(self.run_dir, r.id, observed)
+            # A provider this run did not start keeps its log on its host: keep what it said, as judged.
+            observed = _recorded(self.run_dir, r.id, observed, r.ledger if s.provider.db is None else None)
         overrides = o.overrides.get(r.cell)
         judgement = Judgement(
             r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
@@ -367,12 +369,23 @@ def _record_event(run_dir: RunDir, where: dict[str, str], op: str, entry: Noted)
         run_dir.record(EVENT, cell=where["cell"], op=op, **entry.to_json())
 
 
-def _recorded(run_dir: RunDir, cell_id: str, observed: Iterable[list[OpFacts]]) -> Iterator[list[OpFacts]]:
-    """Each op's local facts into the history as they are judged (the provider's side stays in its log)."""
+def _recorded(
+    run_dir: RunDir, cell_id: str, observed: Iterable[list[OpFacts]], remote_ledger: str | None
+) -> Iterator[list[OpFacts]]:
+    """Each op's local facts into the history as they are judged; the provider's side
+    stays in its log, or, with `remote_ledger`, is kept beside the history."""
     for facts in observed:
         local = [
             {"op": o.op, "attempts": o.attempts, "outcome": o.outcome, "detail": o.detail, "jobFailed": o.job_failed}
             for o in facts
         ]
         run_dir.record(FACTS, cell=cell_id, intent=facts[0].intent, ops=local)
+        if remote_ledger is not None:
+            said = {
+                o.op: ReferenceRecord(
+                    effects=o.effects, withdrawn=o.withdrawn, declined=o.declined, sends=o.sends, lookups=o.lookups
+                )
+                for o in facts
+            }
+            run_dir.keep_records(remote_ledger, said)
         yield facts

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from redis.exceptions import RedisError
 
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import StackOptions, open_stack
-from testbed.lab.store import ProviderRecords, RunDir, RunStore
+from testbed.lab.store import RunDir, RunStore
 
 if TYPE_CHECKING:
     from testbed.judge.scorecard import Row
@@ -92,10 +91,8 @@ def execute(
             if run_dir is not None:
                 run_dir.close()
                 stack.stop_services()  # the provider's log is copied whole, once nothing writes to it
-                if stack.provider.db is not None:
+                if stack.provider.db is not None:  # a remote provider's records were kept as judged
                     run_dir.keep_provider_log(stack.provider.db)
-                else:  # a remote provider's log stays on its host: keep what it says of the run's ops
-                    _keep_records(run_dir, stack.log)
                 run_dir.keep_logs(stack.workdir)
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
@@ -105,18 +102,6 @@ def execute(
         raise Interrupted from None
     wall = time.time() - started
     return Session(run_id, rows, started, wall, versions, failure, not_run if failure else [], run_dir)
-
-
-def _keep_records(run_dir: RunDir, provider: ProviderRecords) -> None:
-    """The run is judged and over: a provider that cannot answer now costs the stored
-    run its re-check, not the run its results."""
-    try:
-        run_dir.keep_provider_records(provider)
-    except (httpx.HTTPError, ValueError) as exc:
-        print(
-            f"testbed: the provider's records were not kept ({exc}): `testbed check` cannot judge this run again",
-            file=sys.stderr,
-        )
 
 
 def _version(name: str) -> str:

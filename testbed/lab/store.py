@@ -8,8 +8,8 @@ A stored run holds
   cell is judged; one line each, so a long run's memory stays flat;
 - `provider.sqlite3`, a consistent copy of the provider's effect log; or, for
   a provider the run did not start (`--agents`: its log stays on its host),
-  `provider-records.jsonl`, what that provider's audit said of each of the
-  run's ops once the run was over;
+  `provider-records.jsonl`, what that provider's audit said of each op, as
+  the run judged it, written with the op's local facts;
 - `logs/`, the processes' logs.
 
 `testbed check` re-judges a stored run from `history.jsonl` and either of
@@ -44,12 +44,11 @@ REPORT = "report.html"
 CELL, EVENT, ANOMALY, FACTS = "cell", "event", "anomaly", "facts"
 
 _FLUSH_EVERY = 1.0  # seconds: a run killed outright loses at most this much of its history
-_RECORDS_PER_LINE = 1000  # references per line of provider-records.jsonl
 
 
 class ProviderRecords(Protocol):
-    """What a provider recorded of some references: its log (LogReader), its audit
-    route (a remote provider), or what its audit said, kept (StoredRecords)."""
+    """What a provider recorded of some references: its log (LogReader), or what
+    a remote provider's audit said, as kept (StoredRecords)."""
 
     def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
 
@@ -60,12 +59,25 @@ class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._history: IO[str] = open(path / HISTORY, "a", buffering=1 << 16)  # noqa: SIM115 (closed in close())
+        self._records: IO[str] | None = None  # opened by the first keep_records
         self._flushed = time.monotonic()
 
     def record(self, kind: str, **fields: Any) -> None:
-        self._history.write(json.dumps({"type": kind, **fields}, separators=(",", ":")) + "\n")
+        self._write(self._history, {"type": kind, **fields})
+
+    def keep_records(self, ledger: str, records: dict[str, ReferenceRecord]) -> None:
+        """What a provider the run did not start (its log stays on its host) said of
+        these ops, as the run judged them."""
+        if self._records is None:
+            self._records = open(self.path / PROVIDER_RECORDS, "a", buffering=1 << 16)  # noqa: SIM115
+        self._write(self._records, {"ledger": ledger, "records": {op: asdict(r) for op, r in records.items()}})
+
+    def _write(self, out: IO[str], line: dict[str, Any]) -> None:
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
         if time.monotonic() - self._flushed > _FLUSH_EVERY:
-            self._history.flush()
+            for file in (self._history, self._records):
+                if file is not None:
+                    file.flush()
             self._flushed = time.monotonic()
 
     def keep_provider_log(self, db: Path) -> None:
@@ -80,28 +92,6 @@ class RunDir:
             source.close()
             target.close()
 
-    def keep_provider_records(self, provider: ProviderRecords) -> None:
-        """What a provider the run did not start recorded of each op the history names,
-        as it says now: one line per ledger and chunk, the file whole or not at all."""
-        ledgers: dict[str, str] = {}
-        ops: dict[str, list[str]] = {}
-        for line in read_history(self.path):
-            if line["type"] == CELL:
-                ledgers[line["cell"]] = line["ledger"]
-            elif line["type"] == FACTS:
-                ops.setdefault(ledgers[line["cell"]], []).extend(op["op"] for op in line["ops"])
-        tmp = self.path / f".{PROVIDER_RECORDS}.tmp"
-        try:
-            with open(tmp, "w") as out:
-                for ledger, names in ops.items():
-                    for start in range(0, len(names), _RECORDS_PER_LINE):
-                        found = provider.records(ledger, names[start : start + _RECORDS_PER_LINE])
-                        records = {name: asdict(record) for name, record in found.items()}
-                        out.write(json.dumps({"ledger": ledger, "records": records}, separators=(",", ":")) + "\n")
-            tmp.replace(self.path / PROVIDER_RECORDS)
-        finally:
-            tmp.unlink(missing_ok=True)
-
     def keep_logs(self, workdir: Path) -> None:
         logs = self.path / LOGS
         for log in workdir.rglob("*.log"):
@@ -112,10 +102,12 @@ class RunDir:
 
     def close(self) -> None:
         self._history.close()
+        if self._records is not None:
+            self._records.close()
 
     def discard(self) -> None:
         """An interrupted run keeps nothing."""
-        self._history.close()
+        self.close()
         shutil.rmtree(self.path, ignore_errors=True)
 
 
