@@ -11,6 +11,7 @@ Everything is a Redis list under the run prefix.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 from redis import Redis
@@ -86,6 +87,12 @@ class Bus:
     def next(self, timeout: float) -> Hit | Event | None:
         popped = self.redis.blpop([self.keys.bus], timeout=timeout)
         return None if popped is None else events.decode(popped[1])
+
+    def queued(self) -> Iterator[Hit | Event]:
+        """What is on the bus now, without waiting: a blocking pop waits out its
+        timeout on Redis's clock (100 ms steps at Redis's default hz), however short."""
+        while (raw := self.redis.lpop(self.keys.bus)) is not None:
+            yield events.decode(raw)
 
 
 def _poll(redis: Redis, keys: list[str], timeout: float) -> bool:

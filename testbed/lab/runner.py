@@ -53,6 +53,7 @@ RESULT_TTL = 60
 POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
 CHUNK = 1000
+CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +180,13 @@ class CellRunner:
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
-            message = self.stack.bus.next(timeout=0.1)
+            # Woken by the bus, else at the next check: a cell's end is seen within CHECK_EVERY.
+            message = self.stack.bus.next(timeout=max(0.005, next_check - time.monotonic()))
             if message is not None:
                 self.controller.handle(message)
             if time.monotonic() < next_check:
                 continue
-            next_check = time.monotonic() + 0.05
+            next_check = time.monotonic() + CHECK_EVERY
             self.stack.check()
             for done in self._finished():
                 del self._running[done.id]
@@ -265,7 +267,7 @@ class CellRunner:
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
                 raise RunFailure(f"{late} ({r.over}/{o.ops + r.extra} jobs over)")
         if done:  # what the finished jobs reported must reach the controller first
-            while (message := s.bus.next(timeout=0.01)) is not None:
+            for message in s.bus.queued():
                 self.controller.handle(message)
         return done
 

@@ -155,6 +155,8 @@ def test_the_private_redis_requires_its_password(tmp_path: Path, long_path: bool
         if long_path:
             assert parts.hostname == "127.0.0.1"
         assert redis.Redis.from_url(url).ping()
+        # Its clock ticks every 10 ms: a blocking pop's timeout ends on it (the run's loop waits so).
+        assert redis.Redis.from_url(url).config_get("hz")["hz"] == "100"
         anonymous = redis.Redis.from_url(url.replace(f":{parts.password}@", ""))
         with pytest.raises(redis.AuthenticationError):
             anonymous.ping()

@@ -31,6 +31,14 @@ def test_hits_and_events_arrive_typed_and_in_order(bus):
     assert bus.next(timeout=0.01) is None
 
 
+def test_what_is_queued_comes_whole_and_in_order_without_a_wait(bus):
+    bus.report(hit())
+    bus.emit(Event(EventKind.ATTEMPT_END, "c001", "op-10", 2, 7, "w2", 1.5, {"outcome": "done"}))
+    queued = list(bus.queued())
+    assert [type(m) for m in queued] == [Hit, Event] and queued[1].kind is EventKind.ATTEMPT_END
+    assert list(bus.queued()) == [] and bus.next(timeout=0.01) is None
+
+
 def test_a_release_reaches_the_holder_as_a_typed_action(bus):
     bus.release("c001:10:1:before-effect", Release.DROP)
     assert bus.await_release("c001:10:1:before-effect", timeout=0.5) is Release.DROP
