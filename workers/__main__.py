@@ -38,6 +38,8 @@ def main() -> None:
 
         preload(jobs)
 
+    # A worker class set in the environment (a benchmark's) takes precedence.
+    os.environ.setdefault("RQ_WORKER_CLASS", "workers.worker.Worker")
     rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
 
 
