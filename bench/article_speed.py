@@ -2,7 +2,8 @@
 
     python bench/article_speed.py [PATH/TO/crash-lab.mjs] [--repeat 3]
 
-Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4)
+Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4;
+the lab's worker class, as `throughput.py` says why)
 draining as many no-op jobs as the chaos run's jobs (1,280: 1,200 ops and 80
 retries), started fresh on a private Redis by `raw_rq.py`. Both are timed as
 whole programs, from starting the interpreter to its exit: imports, starting

@@ -1,5 +1,6 @@
 """Raw RQ as a whole program: start a private Redis and plain `rq worker`
-processes, drain no-op jobs, stop everything.
+processes (the lab's worker class: `throughput.raw_rq`), drain no-op jobs,
+stop everything.
 
     python bench/raw_rq.py OPS WORKERS
 

@@ -3,8 +3,10 @@
     python bench/throughput.py [--ops 2000] [--workers 2 --workers 4] [--runs 3]
                                [--strategy provider-key] [--handler MODULE:FUNCTION]...
 
-Baseline: the same number of plain `rq worker` processes (the default forking
-Worker) on a private Redis, draining no-op jobs. Then `testbed load` with no
+Baseline: the same number of plain `rq worker` processes on a private Redis,
+draining no-op jobs, with the lab's worker class (RQ's forking Worker, its
+one-second shutdown stall fixed: `workers/worker.py`), so that neither side
+pays that stall. Then `testbed load` with no
 kills: every job is a tool call that reads its intent, writes its markers and
 sends its request to the provider. The ratio is ours / raw (target: 0.9), for
 each number of workers (2 and 4 unless given), the median of --runs pairs;
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+LAB_WORKER = "workers.worker.Worker"
 
 
 def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
@@ -50,7 +53,10 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
     procs = []
     try:
         # The URL holds the private Redis's password: through the environment, as the lab does.
-        env = {**os.environ, "PYTHONPATH": str(HERE), "RQ_KEY_PREFIX": "rq", "RQ_REDIS_URL": url}
+        # The lab's worker class unless the caller names one (job_profile.py times its own).
+        path = os.pathsep.join([str(HERE), str(HERE.parent)])
+        env = {"RQ_WORKER_CLASS": LAB_WORKER, **os.environ, "PYTHONPATH": path}
+        env |= {"RQ_KEY_PREFIX": "rq", "RQ_REDIS_URL": url}
         argv = [sys.executable, "-m", "rq.cli", "worker", "--logging_level", "WARNING", "raw"]
         procs = [subprocess.Popen([*argv, "--name", f"raw{i}"], env=env) for i in range(workers)]
         from rq import Queue, Worker
