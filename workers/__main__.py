@@ -1,4 +1,4 @@
-"""Start a real `rq worker` (the default forking Worker) with the job code preloaded.
+"""Start a real `rq worker` (RQ's forking Worker, as `workers.worker` amends it) with the job code preloaded.
 
     python -m workers <rq worker options and queues>
 
