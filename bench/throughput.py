@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LAB_WORKER = "workers.worker.Worker"
 
 
 def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
@@ -45,6 +44,7 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
 
     from labcore.procs import stop_all
     from testbed.infra.redis_server import PrivateRedis
+    from workers.worker import CLASS_PATH
 
     started = time.perf_counter()
     run_dir = Path(tempfile.mkdtemp(dir=work, prefix="raw-"))
@@ -55,7 +55,7 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
         # The URL holds the private Redis's password: through the environment, as the lab does.
         # The lab's worker class unless the caller names one (job_profile.py times its own).
         path = os.pathsep.join([str(HERE), str(HERE.parent)])
-        env = {"RQ_WORKER_CLASS": LAB_WORKER, **os.environ, "PYTHONPATH": path}
+        env = {"RQ_WORKER_CLASS": CLASS_PATH, **os.environ, "PYTHONPATH": path}
         env |= {"RQ_KEY_PREFIX": "rq", "RQ_REDIS_URL": url}
         argv = [sys.executable, "-m", "rq.cli", "worker", "--logging_level", "WARNING", "raw"]
         procs = [subprocess.Popen([*argv, "--name", f"raw{i}"], env=env) for i in range(workers)]

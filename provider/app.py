@@ -254,10 +254,7 @@ class Guard:
                     return
                 await _refuse(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
                 return
-        if oversized:
-            await _refuse(send, 413, f"request body over {self._max} bytes")
-            return
-        body = await _body(receive, self._max)
+        body = _Cut.OVER if oversized else await _body(receive, self._max)  # declared oversize: not read
         if body is _Cut.GONE:
             return
         if body is _Cut.OVER:

@@ -39,7 +39,9 @@ def main() -> None:
         preload(jobs)
 
     # A worker class set in the environment (a benchmark's) takes precedence.
-    os.environ.setdefault("RQ_WORKER_CLASS", "workers.worker.Worker")
+    from workers.worker import CLASS_PATH
+
+    os.environ.setdefault("RQ_WORKER_CLASS", CLASS_PATH)
     rq_main(args=["worker", *sys.argv[1:]], prog_name="rq")
 
 

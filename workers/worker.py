@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from rq.worker import Worker as RQWorker
 
+CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
+
 
 class Worker(RQWorker):
     def unsubscribe(self) -> None:

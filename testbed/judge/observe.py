@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import fields, replace
 
 from redis import Redis
 
@@ -17,6 +18,7 @@ from testbed.judge.checker import OpFacts
 from workers.flow import Outcome
 
 CHUNK = 1000
+_RECORDED = tuple(f.name for f in fields(ReferenceRecord))  # the provider's side of an op's facts
 
 
 def op_facts(
@@ -44,6 +46,7 @@ def op_facts(
 def _facts(
     op: str, intent: str, local: tuple[bytes | None, bytes | None], record: ReferenceRecord, job_failed: bool
 ) -> OpFacts:
+    # Built whole, not through with_record: it runs for every op of a run, and replace() costs 2 to 3 times more.
     outcome, tries = local
     state, detail = records.decode(outcome) or ("", "")
     return OpFacts(
@@ -59,3 +62,13 @@ def _facts(
         detail=detail,
         job_failed=job_failed,
     )
+
+
+def with_record(local: OpFacts, record: ReferenceRecord) -> OpFacts:
+    """An op's local facts joined with what the provider recorded of it."""
+    return replace(local, **{name: getattr(record, name) for name in _RECORDED})
+
+
+def record_of(facts: OpFacts) -> ReferenceRecord:
+    """What the provider had recorded of an op, as its facts hold it."""
+    return ReferenceRecord(**{name: getattr(facts, name) for name in _RECORDED})

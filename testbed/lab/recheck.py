@@ -26,6 +26,7 @@ from provider.store import LogReader, ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
+from testbed.judge.observe import with_record
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
@@ -120,23 +121,7 @@ def _with_provider(log: ProviderRecords, ledger: str, intents: list[list[OpFacts
         chunk = intents[start : start + 1000]
         records = log.records(ledger, [o.op for ops in chunk for o in ops])
         for ops in chunk:
-            yield [_join(o, records.get(o.op, ReferenceRecord())) for o in ops]
-
-
-def _join(local: OpFacts, record: ReferenceRecord) -> OpFacts:
-    return OpFacts(
-        op=local.op,
-        intent=local.intent,
-        attempts=local.attempts,
-        effects=record.effects,
-        withdrawn=record.withdrawn,
-        declined=record.declined,
-        sends=record.sends,
-        lookups=record.lookups,
-        outcome=local.outcome,
-        detail=local.detail,
-        job_failed=local.job_failed,
-    )
+            yield [with_record(o, records.get(o.op, ReferenceRecord())) for o in ops]
 
 
 def _cell(row: dict[str, Any]) -> Cell:

@@ -23,14 +23,13 @@ from labcore.events import EventKind, Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind
 from labcore.keys import QUEUE, CellKeys
-from provider.store import ReferenceRecord
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import Stack
 from testbed.judge.checker import OpFacts
-from testbed.judge.observe import op_facts
+from testbed.judge.observe import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
@@ -180,7 +179,8 @@ class CellRunner:
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
-            # Woken by the bus, else at the next check: a cell's end is seen within CHECK_EVERY.
+            # Woken by the bus, else at the next check: a cell's end is seen within CHECK_EVERY
+            # (a timeout of 0 would block for ever).
             message = self.stack.bus.next(timeout=max(0.005, next_check - time.monotonic()))
             if message is not None:
                 self.controller.handle(message)
@@ -383,11 +383,5 @@ def _recorded(
         ]
         run_dir.record(FACTS, cell=cell_id, intent=facts[0].intent, ops=local)
         if remote_ledger is not None:
-            said = {
-                o.op: ReferenceRecord(
-                    effects=o.effects, withdrawn=o.withdrawn, declined=o.declined, sends=o.sends, lookups=o.lookups
-                )
-                for o in facts
-            }
-            run_dir.keep_records(remote_ledger, said)
+            run_dir.keep_records(remote_ledger, {o.op: record_of(o) for o in facts})
         yield facts
