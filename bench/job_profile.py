@@ -8,7 +8,9 @@ jobs) and `testbed load --kill-rate 0`, taking turns. CPU by role comes from
 polling every process of the program (psutil; a worker's work-horses are in
 its children's times) and, for the program itself, from what is left of the
 whole tree's CPU as `wait4` reports it; inside the work-horse from
-`timed_worker`. Figures are ms of CPU per job, medians of --runs.
+`timed_worker`, which also times the handler's parts (its two round trips to
+Redis, its request to the provider, the flow between them) with their page
+faults. Figures are ms of CPU per job, medians of --runs.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from timed_worker import SEGMENTS  # noqa: E402  (this folder's)
 
 ROWS = [
     ("workers", "worker process: dequeue, fork, wait, RQ's bookkeeping"),
@@ -34,13 +38,19 @@ ROWS = [
     ("fork", "  fork's return, until RQ's main_work_horse"),
     ("rq", "  RQ's main_work_horse"),
     ("handler", "    of which the lab's handler"),
+    ("first", "      first round trip: count the attempt, read intent, plan, marker"),
+    ("request", "      the request to the provider, its connection included"),
+    ("last", "      last round trip: the last marker and the outcome"),
+    ("flow", "      the flow between them"),
     ("exit", "  exit and teardown"),
     ("faults", "  minor page faults per work-horse (count)"),
+    ("handler faults", "    of which in the lab's handler (count)"),
     ("provider", "provider"),
     ("redis", "Redis"),
     ("program", "the program: enqueuer (raw) / testbed process"),
     ("total", "total"),
 ]
+LAB_ONLY = {*SEGMENTS, "flow", "handler faults"}
 
 
 def _role(process: psutil.Process, workers: set[int]) -> str:
@@ -96,9 +106,13 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
     per_job["horse"] = statistics.mean(whole)
     per_job["fork"] = statistics.mean(h[0] for h in inside) * 1000
     per_job["rq"] = statistics.mean(h[1] for h in inside) * 1000
-    per_job["handler"] = statistics.mean(h[2] for h in inside) * 1000
     per_job["exit"] = per_job["horse"] - per_job["fork"] - per_job["rq"]
-    per_job["faults"] = statistics.mean(h[3] for h in inside)
+    per_job["faults"] = statistics.mean(h[2] for h in inside)
+    # Then each segment's CPU and page faults (timed_worker.SEGMENTS; zeros on raw RQ's side).
+    for n, name in enumerate(SEGMENTS):
+        per_job[name] = statistics.mean(h[3 + 2 * n] for h in inside) * 1000
+    per_job["flow"] = per_job["handler"] - sum(per_job[name] for name in SEGMENTS if name != "handler")
+    per_job["handler faults"] = statistics.mean(h[4] for h in inside)
     per_job["workers"] -= per_job["horse"]  # the workers' figure held their horses
     return per_job
 
@@ -132,9 +146,10 @@ def main() -> None:
     print(f"{'':{width}}  {'raw RQ':>8}  {'testbed':>8}")
     for key, label in ROWS:
         raw, ours = (statistics.median(r[key] for r in results[side]) for side in sides)
-        cells = f"{raw:8.0f}  {ours:8.0f}" if key == "faults" else f"{raw:8.2f}  {ours:8.2f}"
-        if key == "handler":
-            cells = f"{'-':>8}  {ours:8.2f}"
+        counted = "faults" in key
+        cells = f"{raw:8.0f}  {ours:8.0f}" if counted else f"{raw:8.2f}  {ours:8.2f}"
+        if key in LAB_ONLY:
+            cells = f"{'-':>8}  {ours:8.0f}" if counted else f"{'-':>8}  {ours:8.2f}"
         print(f"{label:{width}}  {cells}")
     raw_total, our_total = (statistics.median(r["total"] for r in results[side]) for side in sides)
     print(f"CPU ratio raw RQ / testbed: {raw_total / our_total:.2f}")

@@ -2,12 +2,13 @@
 
     RQ_WORKER_CLASS=timed_worker.TimedWorker  (with this folder on PYTHONPATH)
 
-Per work-horse, one line in $JOB_PROFILE_DIR/<pid>: the CPU it had used on
-entering RQ's `main_work_horse` (the fork's return) and on calling
-`os._exit` (`time.process_time`, exact), the lab's handler inside it, its
-minor page faults, and the whole work-horse as the kernel reports it to its
-worker (`os.wait4`: fork to exit, the teardown included). For measuring only:
-it patches `os._exit` in the work-horse and wraps the lab's handler.
+Per work-horse, one line in $JOB_PROFILE_DIR/<pid>.horse: the CPU it had
+used on entering RQ's `main_work_horse` (the fork's return) and on calling
+`os._exit` (`time.process_time`, exact), its minor page faults, then the
+CPU and the page faults of the lab's handler and of its parts (SEGMENTS);
+and in <pid>.whole the whole work-horse as the kernel reports it to its
+worker (`os.wait4`: fork to exit, the teardown included). For measuring
+only: it patches `os._exit` in the work-horse and wraps the lab's functions.
 """
 
 from __future__ import annotations
@@ -16,27 +17,45 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rq.worker import Worker
 
 OUT = os.environ.get("JOB_PROFILE_DIR", ".")
-_handler = [0.0]
+
+# The handler and its parts, as the work-horse calls them: (module, owner, attribute).
+SEGMENTS = {
+    "handler": ("workers.handler", None, "perform"),
+    "first": ("workers.handler", None, "open_attempt"),  # count the attempt, read intent, plan, marker
+    "request": ("workers.client", None, "send"),  # the provider's send, its connection included
+    "last": ("workers.ledger", "Ledger", "finish"),  # the last marker and the outcome
+}
+_spent = {name: [0.0, 0] for name in SEGMENTS}
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        cpu, faults = time.process_time(), _faults()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _spent[name][0] += time.process_time() - cpu
+            _spent[name][1] += _faults() - faults
+
+    return timed
+
 
 # The lab's workers preload its handler before RQ loads this class; raw RQ's workers do not,
 # and must not be given it here.
-_lab = sys.modules.get("workers.handler")
-if _lab is not None:
-    _perform = _lab.perform
-
-    def _timed_perform(*args: Any, **kwargs: Any) -> Any:
-        started = time.process_time()
-        try:
-            return _perform(*args, **kwargs)
-        finally:
-            _handler[0] = time.process_time() - started
-
-    _lab.perform = _timed_perform  # type: ignore[attr-defined]
+if "workers.handler" in sys.modules:
+    for _name, (_module, _owner, _attribute) in SEGMENTS.items():
+        _holder = getattr(sys.modules[_module], _owner) if _owner else sys.modules[_module]
+        setattr(_holder, _attribute, _timed(_name, getattr(_holder, _attribute)))
 
 
 class TimedWorker(Worker):
@@ -46,9 +65,9 @@ class TimedWorker(Worker):
 
         def _exit(code: int) -> None:
             left = time.process_time()
-            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            spent = " ".join(f"{cpu} {faults}" for cpu, faults in _spent.values())
             with open(os.path.join(OUT, f"{os.getpid()}.horse"), "w") as out:
-                out.write(f"{entered} {left - entered} {_handler[0]} {faults}")
+                out.write(f"{entered} {left - entered} {_faults()} {spent}")
             exit_now(code)
 
         os._exit = _exit

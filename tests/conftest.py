@@ -2,11 +2,14 @@
 
 import contextlib
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 import testbed.plugin
+from testbed.infra.redis_server import PrivateRedis
 from tests.helpers import Ran, run_testbed, start_testbed
 
 
@@ -19,6 +22,16 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[redis.Redis]:
+    """A client of a Redis server of the test's own, as a run starts it."""
+    server = PrivateRedis(tmp_path)
+    client = redis.Redis.from_url(server.start())
+    yield client
+    client.close()
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from labcore.ids import HitId
 from labcore.keys import CellKeys, RunKeys
 from labcore.plan import Armed
 from labcore.procs import die_with_parent
+from workers.batch import batch
 
 
 class ControllerAbsent(RuntimeError):
@@ -140,20 +141,13 @@ def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool
     redis = job.connection
     keys = RunKeys(prefix)
     cell = keys.cell(cell_id)
-    with redis.pipeline(transaction=False) as pipe:
-        pipe.hincrby(cell.attempts, op, 1)
-        pipe.hget(cell.ops, op)
-        pipe.hget(cell.plan, op)
-        if with_marker:
-            pipe.hget(cell.ledger, op)
-        number, raw_intent, raw_plan, *marker = pipe.execute()
+    intent = ("HGET", cell.ops, op)
+    mark = [("HGET", cell.ledger, op)] if with_marker else []
+    count = ("HINCRBY", cell.attempts, op, 1)
+    number, raw_plan, raw_intent, *marker = batch(redis, count, ("HGET", cell.plan, op), intent, *mark)
     probe = Probe(Bus(redis, keys), cell_id, op, seq, number, plan.decode(raw_plan))
     if probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None):
         # Settling may have changed the world (the scenario's new payload): what was read
         # before it is stale. Only attempts after a fault pay this round trip.
-        with redis.pipeline(transaction=False) as pipe:
-            pipe.hget(cell.ops, op)
-            if with_marker:
-                pipe.hget(cell.ledger, op)
-            raw_intent, *marker = pipe.execute()
+        raw_intent, *marker = batch(redis, intent, *mark)
     return Opened(redis, cell, number, json.loads(raw_intent), marker[0] if marker else None, probe)

@@ -6,6 +6,7 @@ from redis import Redis
 
 from labcore import records
 from labcore.keys import CellKeys
+from workers.batch import batch
 from workers.flow import Result
 from workers.strategies import Marker
 
@@ -21,9 +22,6 @@ class Ledger:
     def finish(self, op: str, result: Result, marker: Marker | None = None) -> None:
         """The job is about to return: record what the application now believes,
         after the attempt's last marker if it is still to be written (one round trip)."""
-        with self._redis.pipeline(transaction=False) as pipe:
-            if marker is not None:
-                pipe.hset(self._keys.ledger, op, marker.encode())
-            pipe.hset(self._keys.outcomes, op, records.encode(result.outcome, result.detail))
-            pipe.incr(self._keys.ended)
-            pipe.execute()
+        last = () if marker is None else (("HSET", self._keys.ledger, op, marker.encode()),)
+        outcome = records.encode(result.outcome, result.detail)
+        batch(self._redis, *last, ("HSET", self._keys.outcomes, op, outcome), ("INCR", self._keys.ended))

@@ -6,6 +6,7 @@ import threading
 import time
 
 import httpx
+import psutil
 import pytest
 
 from labcore.procs import free_port
@@ -118,3 +119,17 @@ def test_bad_requests(provider):
     path = ledger(client, "bad")
     assert client.post(path, json={"reference": "op-1"}).status_code == 400
     assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404
+
+
+def test_the_provider_runs_on_uvloop(provider):
+    """uvloop is a dependency for the provider's CPU per request: a lost dependency shows here."""
+    _, db = provider
+    (process,) = [p for p in psutil.Process().children(recursive=True) if str(db) in _cmdline(p)]
+    assert any("uvloop" in m.path for m in process.memory_maps()), "the provider's event loop is asyncio's"
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # another test's child, gone or not yet reaped
+        return []

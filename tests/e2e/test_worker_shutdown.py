@@ -9,30 +9,18 @@ alive (not run here: the stuck thread would outlive the test by a minute).
 """
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 from rq import Queue
 
-from testbed.infra.redis_server import PrivateRedis
 from workers.worker import Worker
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def connection(tmp_path: Path) -> Iterator[redis.Redis]:
-    server = PrivateRedis(tmp_path)
-    client = redis.Redis.from_url(server.start())
-    yield client
-    client.close()
-    server.stop()
-
-
-def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(connection: redis.Redis) -> None:
-    worker = Worker([Queue("q", connection=connection)], connection=connection)
+def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redis.Redis) -> None:
+    worker = Worker([Queue("q", connection=private_redis)], connection=private_redis)
     worker.subscribe()
     deadline = time.monotonic() + 5
     while not worker.pubsub.subscribed:

@@ -1,0 +1,136 @@
+"""The provider's CPU per send, as the lab's work-horses send: each on a fresh connection from a fresh fork.
+
+    python bench/provider_cost.py [--sends 1500] [--runs 3]
+
+The provider is the run's own (`python -m provider` on the run's unix socket,
+its token, its bus on a private Redis), and every send is a new op with an
+Idempotency-Key, as `provider-key` sends them, from a child forked for it
+that connects, sends through the work-horse's client (`workers/client.py`)
+and exits. The provider's CPU comes from its process's own times (psutil)
+over the sends, one at a time. Baseline, in the same run: a bare asyncio
+server on a unix socket in its own process that reads each request and
+answers with a fixed 201, no parsing, no store: what one connection and one
+request cost any Python server on this machine. Medians of --runs.
+To compare event loops, hide uvloop from the provider: a `uvloop.py` that
+raises ImportError, on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+BODY = {"recipient": "a@example.test", "message": "hello"}
+LEDGER = "bench"
+WARM = 50  # sends before measuring: a server's first requests import and compile
+
+# The baseline server: the least any server does per connection and request.
+BARE = r"""
+import asyncio, sys
+ANSWER = b'HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}'
+class Bare(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+    def data_received(self, data):
+        if b'\r\n\r\n' in data:  # the client sends head and body in one write
+            self.transport.write(ANSWER)
+async def main():
+    await asyncio.get_running_loop().create_unix_server(Bare, sys.argv[1])
+    print('ready', flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def cpu_per_send(pid: int, base: str, sends: int, first: int) -> float:
+    """ms of the server's CPU per send, each from a freshly forked child."""
+    from workers import client
+
+    def forked(n: int) -> None:
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                reference = f"op-{n}"
+                payload = {"reference": reference, **BODY}
+                reply = client.send(base, LEDGER, payload, key=reference, attempt=1, chaos=None, timeout=10)
+                code = 0 if reply.status == 201 else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        if status != 0:
+            raise SystemExit(f"a send to {base} was not answered 201")
+
+    server = psutil.Process(pid)
+    for n in range(first, first + WARM):  # the server's first requests import and compile
+        forked(n)
+    before = sum(server.cpu_times()[:2])
+    for n in range(first + WARM, first + WARM + sends):
+        forked(n)
+    return (sum(server.cpu_times()[:2]) - before) * 1000 / sends
+
+
+@contextmanager
+def servers(work: Path) -> Iterator[dict[str, tuple[int, str]]]:
+    """The run's provider and the bare server, each as (pid, base URL) for the work-horse's client."""
+    from labcore.credentials import TOKEN_ENV
+    from labcore.endpoints import unix_url
+    from labcore.procs import stop_all
+    from provider.contract import Contract
+    from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
+    from testbed.infra.redis_server import PrivateRedis
+
+    redis = PrivateRedis(work)
+    url = redis.start()
+    process = ProviderProcess(work, url, "bench:provider")
+    path = work / "bare.sock"
+    server = subprocess.Popen([sys.executable, "-c", BARE, str(path)], stdout=subprocess.PIPE)
+    try:
+        process.launch()
+        process.wait_ready()
+        admin = ProviderAdmin(process.url, process.token)
+        admin.put_ledger(LEDGER, Contract())
+        admin.close()
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+        os.environ[TOKEN_ENV] = process.token  # the client reads it as it loads
+        yield {"provider": (process.pid, process.job_url), "bare server": (server.pid, unix_url(path))}
+    finally:
+        stop_all([*process.release(), server])
+        redis.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sends", type=int, default=1500)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
+    spent: dict[str, list[float]] = {"provider": [], "bare server": []}
+    try:
+        with servers(work) as running:
+            for run in range(args.runs):
+                for name, (pid, base) in running.items():  # taking turns
+                    first = run * (args.sends + WARM)
+                    spent[name].append(cpu_per_send(pid, base, args.sends, first))
+                print(", ".join(f"{name} {ms[-1]:.3f} ms" for name, ms in spent.items()) + " of CPU per send")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ours, floor = (statistics.median(ms) for ms in spent.values())
+    print(f"{os.cpu_count()} cpus, {args.sends} sends per run, medians of {args.runs}:")
+    print(f"provider {ours:.3f} ms, bare server {floor:.3f} ms of CPU per send: {ours / floor:.2f}x the bare server")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))
+    main()
