@@ -27,10 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+from timed_worker import SEGMENTS  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from timed_worker import SEGMENTS  # noqa: E402  (this folder's)
 
 ROWS = [
     ("workers", "worker process: dequeue, fork, wait, RQ's bookkeeping"),
@@ -111,8 +110,8 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
     # Then each segment's CPU and page faults (timed_worker.SEGMENTS; zeros on raw RQ's side).
     for n, name in enumerate(SEGMENTS):
         per_job[name] = statistics.mean(h[3 + 2 * n] for h in inside) * 1000
+        per_job[f"{name} faults"] = statistics.mean(h[4 + 2 * n] for h in inside)
     per_job["flow"] = per_job["handler"] - sum(per_job[name] for name in SEGMENTS if name != "handler")
-    per_job["handler faults"] = statistics.mean(h[4] for h in inside)
     per_job["workers"] -= per_job["horse"]  # the workers' figure held their horses
     return per_job
 

@@ -18,10 +18,18 @@ BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hello"}
 
 
 @pytest.fixture(scope="module")
-def provider(tmp_path_factory):
+def provider_process(tmp_path_factory):
     db = tmp_path_factory.mktemp("provider") / "log.sqlite3"
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "testbed", "provider", "--port", str(port), "--db", str(db)])
+    yield proc, port, db
+    proc.terminate()
+    assert proc.wait(10) == 0
+
+
+@pytest.fixture(scope="module")
+def provider(provider_process):
+    _, port, db = provider_process
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=5)
     for _ in range(200):
         try:
@@ -31,8 +39,6 @@ def provider(tmp_path_factory):
             time.sleep(0.05)
     yield client, db
     client.close()
-    proc.terminate()
-    assert proc.wait(10) == 0
 
 
 def ledger(client, name, **contract):
@@ -121,15 +127,7 @@ def test_bad_requests(provider):
     assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404
 
 
-def test_the_provider_runs_on_uvloop(provider):
+def test_the_provider_runs_on_uvloop(provider_process, provider):
     """uvloop is a dependency for the provider's CPU per request: a lost dependency shows here."""
-    _, db = provider
-    (process,) = [p for p in psutil.Process().children(recursive=True) if str(db) in _cmdline(p)]
-    assert any("uvloop" in m.path for m in process.memory_maps()), "the provider's event loop is asyncio's"
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:  # another test's child, gone or not yet reaped
-        return []
+    maps = psutil.Process(provider_process[0].pid).memory_maps()
+    assert any("uvloop" in m.path for m in maps), "the provider's event loop is asyncio's"
