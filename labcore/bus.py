@@ -35,10 +35,15 @@ class Bus:
 
     # -- holders (work-horse, provider) ------------------------------------
 
-    def report(self, hit: Hit) -> None:
-        with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self.keys.reported(hit.hit), 1, ex=_KEY_TTL)
-            pipe.rpush(self.keys.bus, events.encode(replace(hit, ts=time.time())))
+    def report(self, *hits: Hit) -> None:
+        """One transaction for all: a provider about to die holding several armed
+        requests must have reported every one of them before the controller, acting
+        on the first, kills it (each request's client asks `was_reported`)."""
+        now = time.time()
+        with self.redis.pipeline(transaction=True) as pipe:
+            for hit in hits:
+                pipe.set(self.keys.reported(hit.hit), 1, ex=_KEY_TTL)
+            pipe.rpush(self.keys.bus, *(events.encode(replace(hit, ts=now)) for hit in hits))
             pipe.execute()
 
     def was_reported(self, hit: str) -> bool:

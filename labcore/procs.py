@@ -58,8 +58,12 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
 
 
 def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL what is still running after `grace`; the
-    processes' own children (work-horses) go too."""
+    """SIGTERM, then SIGKILL what is still running after `grace`. The processes'
+    own children (work-horses) are SIGKILLed right after the SIGTERM: an RQ
+    worker's warm shutdown waits for its job, and a job still running when a
+    run stops is one that hangs or was cut short (a cell's timeout, Ctrl-C), so
+    the wait would only ever end in the SIGKILL. Told to stop first, the worker
+    reaps its horse and takes no new job."""
     running = [p for p in procs if p.poll() is None]
     family: list[psutil.Process] = []
     for proc in running:
@@ -67,6 +71,7 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> No
             family += psutil.Process(proc.pid).children(recursive=True)
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
+    kill_all(family)
     deadline = time.monotonic() + grace
     for proc in running:
         try:
@@ -75,7 +80,6 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> No
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait()
-    kill_all(family)
 
 
 def kill_all(procs: list[psutil.Process], timeout: float = 5.0) -> None:

@@ -25,8 +25,8 @@ class Holds:
         """`bus`: the one run's bus, or the buses of the runs each hit names (provider.buses)."""
         self._bus = bus
         self._gate = gate
-        # Armed requests this process is about to die holding, not yet reported.
-        self._doomed: dict[str, tuple[Bus, Hit]] = {}
+        # Armed requests this process is about to die holding, not yet reported, by run.
+        self._doomed: dict[str, tuple[Bus, list[Hit]]] = {}
         self._lock = threading.Lock()
 
     def _bus_of(self, hit: Hit | None) -> Bus | None:
@@ -42,19 +42,19 @@ class Holds:
         crash = RULES[hit.fault].kills_provider
         if crash:
             with self._lock:  # before it stops counting as in progress: a drain sees it here
-                self._doomed[hit.hit] = (bus, held)
+                self._doomed.setdefault(bus.keys.bus, (bus, []))[1].append(held)
         self._gate.hold()
         try:
             if crash:
                 # This process is about to be SIGKILLed: let no other request die half-done
-                # with it, and report every armed request it will die holding before the
-                # first report brings the kill (one that reached its boundary during the
-                # drain would otherwise die unseen).
+                # with it, and report every armed request it will die holding (one that
+                # reached its boundary during the drain would otherwise die unseen), all in
+                # one transaction: the controller kills on the first report it reads.
                 self._gate.close_and_drain()
                 with self._lock:
                     due, self._doomed = list(self._doomed.values()), {}
                 for doomed_bus, doomed in due:
-                    doomed_bus.report(doomed)
+                    doomed_bus.report(*doomed)
             else:
                 bus.report(held)
             action = bus.await_release(hit.hit)

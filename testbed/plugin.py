@@ -140,7 +140,7 @@ class Lab:
         from testbed.judge.promises import parse_promise
         from testbed.lab import userjobs
         from testbed.lab.runner import CellRunner, RunOptions
-        from testbed.report.tables import progress_line
+        from testbed.report.tables import progress_line, run_caption
         from workers.strategies import parse_strategy
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
@@ -175,8 +175,7 @@ class Lab:
             print(progress_line(index, total, row), file=sys.stderr)
 
         rows = CellRunner(self.stack, options, judged).run(options.cells)
-        plural = "retry" if retries == 1 else "retries"
-        return Rows(rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
+        return Rows(rows, run_caption(ops, every, retries))
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,10 @@ def background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     """Runs that mostly wait (RQ's own recovery waits out a 65 s expiry) start
     with the session, so that their wait overlaps the other tests; a test marked
     `background(name, command, *args)` collects its run with `finish`. Only the
-    runs of selected tests start; each is stopped at the end, finished or not."""
+    runs of selected tests start; each is stopped at the end, finished or not.
+    Under pytest-xdist every worker starts them, since none can know which tests
+    it will be given: the wait is what overlaps, and a run left unused is stopped
+    at the end like the others."""
     runs: dict[str, tuple[subprocess.Popen, Path]] = {}
     for item in request.session.items:
         marker = item.get_closest_marker("background")

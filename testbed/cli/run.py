@@ -300,10 +300,7 @@ def chaos(
         promise=promise,
         paths=paths,
     )
-    plural = "retry" if retries == 1 else "retries"
-    print(
-        report.tables(ran.rows, f"{ops} ops per cell, first attempt of every {every}th op faulted, {retries} {plural}")
-    )
+    print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
     print(f"\n{report.LEGEND}")

@@ -131,6 +131,17 @@ def aligned(grid: list[list[str]]) -> list[str]:
     return ["  ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)).rstrip() for line in grid]
 
 
+def run_caption(ops: int, every: int, retries: int) -> str:
+    """What a run's tables were made of: `100 ops per cell, first attempt of every 10th op faulted, 1 retry`."""
+    nth = "" if every == 1 else f"{every}{_ordinal_suffix(every)} "
+    plural = "retry" if retries == 1 else "retries"
+    return f"{ops} ops per cell, first attempt of every {nth}op faulted, {retries} {plural}"
+
+
+def _ordinal_suffix(n: int) -> str:
+    return "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
 def tables(rows: Sequence[Row], ops_note: str) -> str:
     """One table per (scenario, fault): strategies x boundaries, `effects / missing`."""
     return "\n\n".join([f"effects / missing; {ops_note}", *(grid_text(g, cell_text) for g in grids(rows, row_key))])

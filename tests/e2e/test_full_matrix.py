@@ -8,11 +8,15 @@ from tests.helpers import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
+# Every cell with two faulted ops: ops 5 and 10 (two armed ops may overlap, in every fault).
+OPS, EVERY = 10, 5
+N = OPS // EVERY
+
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
     # 4 cells at once (a provider-crash cell still runs alone).
-    args = ["--matrix", "full", "--ops", "20", "--parallel", "4"]
+    args = ["--matrix", "full", "--ops", str(OPS), "--every", str(EVERY), "--parallel", "4"]
     return run_testbed(args, tmp_path_factory.mktemp("full"), timeout=400)
 
 
@@ -30,65 +34,68 @@ def test_every_meaningful_cell_matches_the_model(full):
 @pytest.mark.parametrize("boundary", [b.value for b in ORDER])
 def test_kills_strike_at_every_boundary(full, boundary):
     row = full.row("record-before", boundary, fault="kill", scenario="none")
-    assert (row["kills"], row["faults"], row["replays"]) == (2, 2, 2)
+    assert (row["kills"], row["faults"], row["replays"]) == (N, N, N)
     lost = boundary in ("before-request", "before-effect")
-    assert (row["effects"], row["missingOperations"], row["falseCompletions"]) == ((18, 2, 2) if lost else (20, 0, 0))
+    assert (row["effects"], row["missingOperations"], row["falseCompletions"]) == (
+        (OPS - N, N, N) if lost else (OPS, 0, 0)
+    )
 
 
 def test_a_timeout_is_an_after_effect_crash_without_a_kill(full):
     row = full.row("retry-only", "after-effect", fault="timeout")
-    assert (row["kills"], row["faults"], row["effects"], row["duplicateEffects"]) == (0, 2, 22, 2)
+    assert (row["kills"], row["faults"], row["effects"], row["duplicateEffects"]) == (0, N, OPS + N, N)
 
 
 def test_late_completion_with_a_key_waits_out_the_409(full):
     keyed = full.row("provider-key", "before-effect", fault="late")
-    assert (keyed["effects"], keyed["duplicateEffects"], keyed["unresolved"]) == (20, 0, 0)
-    assert keyed["requests"] >= 22  # the retry's 409, then the replay
+    assert (keyed["effects"], keyed["duplicateEffects"], keyed["unresolved"]) == (OPS, 0, 0)
+    assert keyed["requests"] >= OPS + N  # the retry's 409, then the replay
     keyless = full.row("record-after", "before-effect", fault="late")
-    assert (keyless["effects"], keyless["duplicateEffects"]) == (22, 2)
+    assert (keyless["effects"], keyless["duplicateEffects"]) == (OPS + N, N)
 
 
 def test_unresolved_ops_are_listed_by_id_with_their_reason(full):
     withdrawn = full.row("reconcile", "after-effect", scenario="withdrawn")
-    assert withdrawn["unresolved"] == 2 and withdrawn["duplicateEffects"] == 0
-    assert [h["op"] for h in withdrawn["held"]] == ["tenant-demo:notification:10", "tenant-demo:notification:20"]
+    assert withdrawn["unresolved"] == N and withdrawn["duplicateEffects"] == 0
+    faulted = [f"tenant-demo:notification:{n}" for n in range(EVERY, OPS + 1, EVERY)]
+    assert [h["op"] for h in withdrawn["held"]] == faulted
     assert all(h["state"] == "unresolved" and "410" in h["reason"] for h in withdrawn["held"])
     naive = full.row("naive-reconcile", "after-effect", scenario="withdrawn")
-    assert (naive["duplicateEffects"], naive["unresolved"]) == (2, 0)
+    assert (naive["duplicateEffects"], naive["unresolved"]) == (N, 0)
     lagging = full.row("reconcile", "before-effect", scenario="lagging-listing")
-    assert lagging["unresolved"] == 2 and all("listing is empty" in h["reason"] for h in lagging["held"])
+    assert lagging["unresolved"] == N and all("listing is empty" in h["reason"] for h in lagging["held"])
 
 
 def test_changed_payload_is_a_conflict_not_a_duplicate(full):
     row = full.row("provider-key", "after-effect", scenario="payload-changed")
-    assert (row["conflicts"], row["effects"], row["missingOperations"]) == (2, 20, 0)
+    assert (row["conflicts"], row["effects"], row["missingOperations"]) == (N, OPS, 0)
     assert all(h["state"] == "conflict" and "422" in h["reason"] for h in row["held"])
 
 
 def test_keys_help_only_while_kept_and_honoured(full):
-    assert full.row("provider-key", "after-effect", scenario="key-expired")["duplicateEffects"] == 2
-    assert full.row("provider-key", "after-effect", scenario="no-dedup")["duplicateEffects"] == 2
+    assert full.row("provider-key", "after-effect", scenario="key-expired")["duplicateEffects"] == N
+    assert full.row("provider-key", "after-effect", scenario="no-dedup")["duplicateEffects"] == N
 
 
 def test_stored_error_is_failed_by_provider_not_missing(full):
     row = full.row("provider-key", "after-effect", scenario="stored-error")
-    assert (row["failedByProvider"], row["missingOperations"], row["effects"]) == (2, 0, 18)
+    assert (row["failedByProvider"], row["missingOperations"], row["effects"]) == (N, 0, OPS - N)
 
 
 def test_one_table_per_fault_and_scenario_with_marks(full):
     titles = [line for line in full.stdout.splitlines() if line and not line[0].isspace() and " / " not in line]
     assert {"kill", "timeout", "late"} <= set(titles)
     assert any(t.startswith("kill, scenario withdrawn:") for t in titles)
-    assert "(2u)" in full.stdout and "(2c)" in full.stdout and "(2f)" in full.stdout
+    assert f"({N}u)" in full.stdout and f"({N}c)" in full.stdout and f"({N}f)" in full.stdout
 
 
 def test_a_provider_crash_loses_the_request_before_the_effect_and_keeps_the_effect_after(full):
     lost = full.row("record-before", "before-effect", fault="provider-crash")
-    assert (lost["kills"], lost["effects"], lost["missingOperations"], lost["falseCompletions"]) == (2, 18, 2, 2)
+    assert (lost["kills"], lost["effects"], lost["missingOperations"], lost["falseCompletions"]) == (N, OPS - N, N, N)
     kept = full.row("retry-only", "after-effect", fault="provider-crash")
-    assert (kept["effects"], kept["duplicateEffects"]) == (22, 2)  # the log kept the effect; the retry sent again
+    assert (kept["effects"], kept["duplicateEffects"]) == (OPS + N, N)  # the log kept the effect; the retry sent again
     keyed = full.row("provider-key", "after-effect", fault="provider-crash")
-    assert (keyed["effects"], keyed["duplicateEffects"], keyed["jobsFailed"]) == (20, 0, 0)  # the key survived too
+    assert (keyed["effects"], keyed["duplicateEffects"], keyed["jobsFailed"]) == (OPS, 0, 0)  # the key survived too
     for op, events in keyed["history"].items():
         crash = next(e for e in events if e["event"] == "killed")
         assert crash["provider"] > 0 and crash["restartedMs"] > 0, op

@@ -1,4 +1,6 @@
-"""The lab's worker stops its pubsub thread at once, on the schedule where RQ's own order stalls.
+"""How the lab's workers stop: the pubsub thread at once, and a worker mid-job without waiting for its job.
+
+The lab's worker stops its pubsub thread at once, on the schedule where RQ's own order stalls.
 
 RQ unsubscribes, then trips the thread's flag: when the unsubscribe's answer
 reaches the thread in between, the thread blocks again and RQ's join gives up
@@ -8,13 +10,22 @@ Redis; RQ's own Worker, put through the same schedule, is left with the thread
 alive (not run here: the stuck thread would outlive the test by a minute).
 """
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 import redis
 from rq import Queue
 
-from workers.worker import Worker
+from labcore.procs import stop_all
+from testbed.infra.redis_server import PrivateRedis
+from workers.worker import CLASS_PATH, Worker
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -35,3 +46,29 @@ def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redi
     worker.pubsub.unsubscribe = unsubscribe_and_let_the_answer_arrive
     worker.unsubscribe()
     assert not worker.pubsub_thread.is_alive()
+
+
+def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(tmp_path: Path) -> None:
+    """`stop_all` SIGTERMs the worker (RQ's warm shutdown, which waits for the job) and
+    SIGKILLs its work-horse at once: the worker reaps the horse and exits on its own,
+    instead of waiting out the grace for a job that hangs and being SIGKILLed too."""
+    server = PrivateRedis(tmp_path)
+    url = server.start()
+    client = redis.Redis.from_url(url)
+    env = {**os.environ, "RQ_REDIS_URL": url, "RQ_WORKER_CLASS": CLASS_PATH, "PYTHONPATH": str(ROOT)}
+    job = Queue("q", connection=client).enqueue("time.sleep", 3600)  # before the worker: it works in burst mode
+    worker = subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", "--burst", "q"], env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(worker.pid).children():
+            assert time.monotonic() < deadline and worker.poll() is None, "the job never started"
+            time.sleep(0.05)
+        horse = psutil.Process(worker.pid).children()[0]
+        stop_all([worker], grace=60)
+        assert worker.returncode == 0  # not -SIGKILL: it stopped by itself
+        assert not horse.is_running()
+        assert job.get_status(refresh=True) != "started"
+    finally:
+        stop_all([worker])
+        client.close()
+        server.stop()

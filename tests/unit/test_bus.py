@@ -39,6 +39,13 @@ def test_what_is_queued_comes_whole_and_in_order_without_a_wait(bus):
     assert list(bus.queued()) == [] and bus.next(timeout=0.01) is None
 
 
+def test_hits_reported_together_are_all_reported_and_queued_in_order(bus):
+    first, second = hit(), hit(attempt=2)
+    bus.report(first, second)
+    assert bus.was_reported(first.hit) and bus.was_reported(second.hit)
+    assert [m.hit for m in bus.queued()] == [first.hit, second.hit]
+
+
 def test_a_release_reaches_the_holder_as_a_typed_action(bus):
     bus.release("c001:10:1:before-effect", Release.DROP)
     assert bus.await_release("c001:10:1:before-effect", timeout=0.5) is Release.DROP

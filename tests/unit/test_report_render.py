@@ -362,3 +362,14 @@ def test_compare_lists_a_cell_whose_replays_got_much_slower():
     (slower,) = compare(a, b)
     assert slower.status == "latency" and slower.counts == []
     assert compare(a, b, latency_factor=None) == []
+
+
+def test_the_run_caption_names_the_faulted_ops_in_english():
+    assert tables.run_caption(100, 10, 1) == "100 ops per cell, first attempt of every 10th op faulted, 1 retry"
+    assert [tables.run_caption(20, n, 2).split("every ")[1].split(" faulted")[0] for n in (1, 2, 3, 11, 22)] == [
+        "op",
+        "2nd op",
+        "3rd op",
+        "11th op",
+        "22nd op",
+    ]
