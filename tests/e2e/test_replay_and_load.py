@@ -75,7 +75,7 @@ def test_remint_duplicates_even_with_a_key(workdir):
 
 
 def test_load_with_seeded_kills_keeps_each_strategys_promises(workdir):
-    args = ["--ops", "300", "--workers", "3", "--kill-rate", "0.2", "--seed", "7"]
+    args = ["--ops", "150", "--workers", "3", "--kill-rate", "0.2", "--seed", "7"]
     ran = run_testbed([*args, "-s", "provider-key", "-s", "record-before", "-s", "retry-only"], workdir, command="load")
     assert ran.code == 0, ran.stdout + ran.stderr
     rows = {r["strategy"]: r for r in ran.results["rows"]}
