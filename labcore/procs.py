@@ -63,7 +63,8 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> No
     worker's warm shutdown waits for its job, and a job still running when a
     run stops is one that hangs or was cut short (a cell's timeout, Ctrl-C), so
     the wait would only ever end in the SIGKILL. Told to stop first, the worker
-    reaps its horse and takes no new job."""
+    reaps its horse and takes no new job; the children are confirmed gone last,
+    once their parents, which reap them, have had their time."""
     running = [p for p in procs if p.poll() is None]
     family: list[psutil.Process] = []
     for proc in running:
@@ -71,7 +72,9 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> No
             family += psutil.Process(proc.pid).children(recursive=True)
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-    kill_all(family)
+    for child in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
     deadline = time.monotonic() + grace
     for proc in running:
         try:
@@ -80,13 +83,7 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> No
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait()
-
-
-def kill_all(procs: list[psutil.Process], timeout: float = 5.0) -> None:
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(procs, timeout=timeout)
+    psutil.wait_procs(family, timeout=grace)
 
 
 def gone(pid: int) -> bool:

@@ -49,7 +49,18 @@ def serve(
     app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
     level = "info" if access_log else "warning"
     # uvicorn's "auto" loop is uvloop, a dependency: a quarter less CPU per request than asyncio's.
-    config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=access_log, http=_NoDelay)
+    # A SIGTERM waits at most a second for requests in progress: one held at a boundary
+    # waits for a controller that, at a run's end, is gone, and would keep the provider
+    # up until the run's grace ran out and a SIGKILL followed (5 s of every such run).
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=level,
+        access_log=access_log,
+        http=_NoDelay,
+        timeout_graceful_shutdown=1,
+    )
     sockets = None
     if uds is not None:
         sockets = [sock if sock is not None else config.bind_socket(), _unix_socket(uds)]

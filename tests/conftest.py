@@ -25,13 +25,19 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[redis.Redis]:
-    """A client of a Redis server of the test's own, as a run starts it."""
+def private_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A Redis server of the test's own, as a run starts it (its URL holds the password)."""
     server = PrivateRedis(tmp_path)
-    client = redis.Redis.from_url(server.start())
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture
+def private_redis(private_redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test's own Redis server."""
+    client = redis.Redis.from_url(private_redis_url)
     yield client
     client.close()
-    server.stop()
 
 
 @pytest.fixture(scope="session")

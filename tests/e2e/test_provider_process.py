@@ -1,5 +1,6 @@
 """The provider as its own process, over HTTP: the Idempotency-Key contract and its reads."""
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -8,6 +9,7 @@ import time
 import httpx
 import psutil
 import pytest
+import redis
 
 from labcore.procs import free_port
 from provider.store import LogReader
@@ -131,3 +133,51 @@ def test_the_provider_runs_on_uvloop(provider_process, provider):
     """uvloop is a dependency for the provider's CPU per request: a lost dependency shows here."""
     maps = psutil.Process(provider_process[0].pid).memory_maps()
     assert any("uvloop" in m.path for m in maps), "the provider's event loop is asyncio's"
+
+
+def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_providers_shutdown(
+    private_redis_url: str, tmp_path
+) -> None:
+    """At a run's end a held request may wait for a release that will never come: the
+    provider's SIGTERM must stop it anyway, within uvicorn's graceful timeout, and not
+    wait until the run's grace runs out and a SIGKILL follows."""
+    from labcore.boundaries import Boundary
+    from labcore.bus import Bus
+    from labcore.events import Hit
+    from labcore.faults import Fault
+    from labcore.ids import HitId
+    from labcore.keys import RunKeys
+    from labcore.procs import stop_all
+    from provider.app import CHAOS
+    from provider.contract import Contract
+    from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
+
+    prefix = "testbed:held"
+    process = ProviderProcess(tmp_path, private_redis_url, prefix)
+    process.launch()
+    procs = []
+    try:
+        process.wait_ready()
+        procs = process.release()  # the test stops it, as a run does
+        admin = ProviderAdmin(process.url, process.token)
+        admin.put_ledger("held", Contract())
+        admin.close()
+        hid = str(HitId("c001", 1, 1, Boundary.AFTER_EFFECT))
+        hit = Hit(hid, "c001", "op-1", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1", bus=prefix)
+        with provider_client(process.url, process.token, timeout=30) as http:
+            armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
+            held = threading.Thread(target=_send_quietly, args=(http, "/ledgers/held/effects", armed))
+            held.start()
+            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys(prefix))
+            assert isinstance(bus.next(timeout=20), Hit)  # held: the provider waits for a release
+            stop_all(procs, grace=30)
+            held.join(30)
+    finally:
+        stop_all([*procs, *process.release()])
+    assert procs[0].returncode in (0, -15)  # not -SIGKILL: it stopped by itself
+
+
+def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:
+    """A request whose answer the test does not need (the server goes away under it)."""
+    with contextlib.suppress(httpx.TransportError):
+        http.post(path, **request)

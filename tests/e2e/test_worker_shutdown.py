@@ -22,7 +22,6 @@ import redis
 from rq import Queue
 
 from labcore.procs import stop_all
-from testbed.infra.redis_server import PrivateRedis
 from workers.worker import CLASS_PATH, Worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,15 +47,14 @@ def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redi
     assert not worker.pubsub_thread.is_alive()
 
 
-def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(tmp_path: Path) -> None:
+def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(
+    private_redis_url: str, private_redis: redis.Redis, tmp_path: Path
+) -> None:
     """`stop_all` SIGTERMs the worker (RQ's warm shutdown, which waits for the job) and
     SIGKILLs its work-horse at once: the worker reaps the horse and exits on its own,
     instead of waiting out the grace for a job that hangs and being SIGKILLed too."""
-    server = PrivateRedis(tmp_path)
-    url = server.start()
-    client = redis.Redis.from_url(url)
-    env = {**os.environ, "RQ_REDIS_URL": url, "RQ_WORKER_CLASS": CLASS_PATH, "PYTHONPATH": str(ROOT)}
-    job = Queue("q", connection=client).enqueue("time.sleep", 3600)  # before the worker: it works in burst mode
+    env = {**os.environ, "RQ_REDIS_URL": private_redis_url, "RQ_WORKER_CLASS": CLASS_PATH, "PYTHONPATH": str(ROOT)}
+    job = Queue("q", connection=private_redis).enqueue("time.sleep", 3600)  # before the worker: it works in burst mode
     worker = subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", "--burst", "q"], env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
@@ -70,5 +68,3 @@ def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(tmp_path: 
         assert job.get_status(refresh=True) != "started"
     finally:
         stop_all([worker])
-        client.close()
-        server.stop()
