@@ -17,10 +17,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 # Loaded once: work-horses call this on every job and inherit the handle.
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
@@ -32,6 +34,14 @@ def die_with_parent(parent_pid: int | None) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the request took hold
         os._exit(1)
+
+
+def set_name(name: str) -> None:
+    """Linux only: the name `ps -o comm`, `top` and psutil give this process (its first
+    15 bytes). A process forked without exec keeps its parent's command line: this
+    tells it apart."""
+    if _prctl is not None:
+        _prctl(_PR_SET_NAME, name.encode()[:15])
 
 
 def spawn(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -57,7 +67,23 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     stop_all([proc], grace)
 
 
-def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
+class Process(Protocol):
+    """What the run asks of a process it started: a `subprocess.Popen`, or a worker
+    forked by the run's zygote (testbed.infra.forks)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+def stop_all(procs: Sequence[Process], grace: float = 5.0) -> None:
     """SIGTERM, then SIGKILL what is still running after `grace`. The processes'
     own children (work-horses) are SIGKILLed right after the SIGTERM: an RQ
     worker's warm shutdown waits for its job, and a job still running when a

@@ -163,6 +163,7 @@ class Agent:
         if served.cut_by:
             network.heal()
         stop_all(served.supervisor.release())
+        served.supervisor.close()
         shutil.rmtree(served.workdir, ignore_errors=True)
         with contextlib.suppress(redis_lib.RedisError):
             self._redis.set(served.keys.state(self.name), proto.encode(AgentState(stopped=True)), ex=_STATE_TTL)

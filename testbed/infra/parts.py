@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 
+from labcore.procs import Process
 from testbed.errors import RunFailure
 
 
@@ -13,7 +13,7 @@ class PartDied(RunFailure):
     """Redis, the provider or a worker died, and nobody planned it."""
 
 
-def check_alive(name: str, proc: subprocess.Popen[bytes] | None, log: Path) -> None:
+def check_alive(name: str, proc: Process | None, log: Path) -> None:
     if proc is None or (code := proc.poll()) is None:
         return
     how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"

@@ -11,9 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import httpx
 
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_url
@@ -23,11 +22,18 @@ from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
 from testbed.infra.redis_server import MAX_SOCKET_PATH
 
+if TYPE_CHECKING:
+    import httpx
+
 
 def provider_client(url: str, token: str | None, timeout: float) -> httpx.Client:
     """A client of a provider at `url` with the run's token, the environment's proxies
     ignored. TLS is set up only for https: httpx's default context loads the CA
-    bundle (20 to 50 ms of CPU per client), wasted on the run's own plain-HTTP provider."""
+    bundle (20 to 50 ms of CPU per client), wasted on the run's own plain-HTTP provider.
+    httpx is imported here, not with this module: a run launches its processes first
+    and imports httpx (about 50 ms) while they boot."""
+    import httpx
+
     return httpx.Client(
         base_url=url, headers=bearer(token), trust_env=False, timeout=timeout, verify=url.startswith("https:")
     )
@@ -56,6 +62,8 @@ class ProviderProcess:
         self._proc = spawn(self._argv, self.log, env=self._env)
 
     def wait_ready(self, timeout: float = 20.0) -> None:
+        import httpx
+
         assert self._proc is not None
         deadline = time.monotonic() + timeout
         with provider_client(self.url, None, timeout=1.0) as http:

@@ -61,11 +61,19 @@ class PrivateRedis:
         self.url = ""
 
     def start(self, timeout: float = 10.0) -> str:
+        url = self.launch(timeout)
+        self.wait_ready(timeout)
+        return url
+
+    def launch(self, timeout: float = 10.0) -> str:
+        """Start redis-server and return its URL, final: on the unix socket at once
+        (`wait_ready` waits for it to answer), so the run can launch the processes
+        that only connect later; on TCP once it answers, as a free port can be taken
+        between choosing and binding it (three tries)."""
         binary = find_binary()
         config = self._dir / "redis.conf"
         socket = self._dir / "redis.sock"
         use_socket = len(str(socket)) < MAX_SOCKET_PATH
-        # A free port can be taken between choosing and binding it: TCP gets three tries.
         for _ in range(1 if use_socket else 3):
             settings = [f"requirepass {self._password}", 'save ""', "appendonly no", "daemonize no"]
             # A blocking pop's timeout ends on Redis's clock: at the default hz (10), in 100 ms
@@ -83,10 +91,14 @@ class PrivateRedis:
                 self.url = f"redis://:{self._password}@127.0.0.1:{port}/0"
             write_private(config, "\n".join(settings) + "\n")
             self._proc = spawn(guarded([binary, str(config)]), self._dir / "stdout.log")
-            if self._wait(timeout):
+            if use_socket or self._wait(timeout):
                 return self.url
             stop(self._proc)
         raise SetupError(f"private redis-server did not start: {self._last_words()}")
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        if not self._wait(timeout):
+            raise SetupError(f"private redis-server did not start: {self._last_words()}")
 
     def _last_words(self) -> str:
         # Config errors go to stdout (the log file is not open yet); later ones to the log file.

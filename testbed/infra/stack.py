@@ -90,15 +90,21 @@ class Stack:
         else:
             self._private = private = PrivateRedis(self.workdir)
             self._exit.callback(private.stop)
-            self.redis_url = private.start()
-            self.redis = connect(self.redis_url)
-        self.bus = Bus(self.redis, self.keys)
+            self.redis_url = private.launch()
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(
             self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings, self.provider.token
         )
         self._exit.callback(self.stop_services)
+        # The provider reaches Redis only when it first reports to the bus, and the
+        # workers' zygote not at all: both import while the private Redis starts. The
+        # workers register with Redis as soon as they are forked: after it answers.
         self.provider.launch()
+        self.supervisor.boot()
+        if self._private is not None:
+            self._private.wait_ready()
+            self.redis = connect(self.redis_url)
+        self.bus = Bus(self.redis, self.keys)
         self.supervisor.start(o.workers)
 
     def wait_ready(self) -> None:
@@ -119,8 +125,9 @@ class Stack:
             self._ownership.beat()
 
     def stop_services(self) -> None:
-        """Workers and provider (they do not need each other to shut down: together)."""
+        """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
+        self.supervisor.close()
 
     def _close(self) -> None:
         # A second Ctrl-C must not cut the teardown short.

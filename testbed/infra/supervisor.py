@@ -1,14 +1,16 @@
 """The worker supervisor: starts real `rq worker` processes, replaces killed
 ones, and stops them all at the end (their work-horses included).
 
+The workers are forked by the run's zygote (`workers.zygote`), which imports
+their code once for all of them: a run's first cell no longer waits for four
+interpreters' imports, nor a killed worker's replacement for a fifth.
+
 The Redis URL (with its password) and the provider's token reach the workers
 through their environment: a command line is visible to every local user."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,8 @@ from pathlib import Path
 import psutil
 
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
-from labcore.procs import spawn
 from testbed.errors import RunFailure
+from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.parts import check_alive
 
 
@@ -33,7 +35,7 @@ class WorkerSettings:
 @dataclass(slots=True)
 class WorkerProcess:
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: ForkedProcess
     log: Path
     killed: bool = False  # by the controller, on purpose
 
@@ -64,9 +66,16 @@ class Supervisor:
         if provider_token:
             self._env[TOKEN_ENV] = provider_token
         self._started = 0
+        self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}
 
+    def boot(self) -> None:
+        """Start the zygote: it imports the workers' code (needing no Redis yet) while the run does its own."""
+        if self._zygote is None:
+            self._zygote = Zygote(self._dir / "zygote.log", self._env)
+
     def start(self, count: int) -> None:
+        self.boot()
         for _ in range(count):
             self._spawn()
 
@@ -75,12 +84,13 @@ class Supervisor:
         # RQ's worker registry lives under the run's prefix: names need only be unique within the run.
         name = f"{self._name_prefix}w{self._started}"
         s = self._settings
-        argv = [sys.executable, "-m", "workers", "--name", name]
-        argv += ["--worker-ttl", str(s.worker_ttl), "--maintenance-interval", str(s.maintenance_interval)]
+        argv = ["--name", name, "--worker-ttl", str(s.worker_ttl)]
+        argv += ["--maintenance-interval", str(s.maintenance_interval)]
         argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
         argv += ["--disable-job-desc-logging", self._queue]
         log = self._dir / f"{name}.log"
-        worker = WorkerProcess(name, spawn(argv, log, env=self._env), log)
+        assert self._zygote is not None
+        worker = WorkerProcess(name, self._zygote.fork(name, argv, log), log)
         self.workers[name] = worker
         return worker
 
@@ -112,12 +122,22 @@ class Supervisor:
         return self._spawn()
 
     def check(self) -> None:
+        if self._zygote is not None:
+            check_alive("the workers' zygote", self._zygote.proc, self._zygote.log)
         for worker in self.workers.values():
             if not worker.killed:
                 check_alive(f"worker {worker.name}", worker.proc, worker.log)
 
-    def release(self) -> list[subprocess.Popen[bytes]]:
-        """Hand the worker processes over to be stopped (SIGTERM is a warm shutdown in RQ)."""
+    def release(self) -> list[ForkedProcess]:
+        """Hand the worker processes over to be stopped (SIGTERM is a warm shutdown in RQ);
+        `close` once they are: the zygote reports their exits until then."""
+        if self._zygote is not None:
+            self._zygote.settle()
         procs = [w.proc for w in self.workers.values()]
         self.workers.clear()
         return procs
+
+    def close(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None

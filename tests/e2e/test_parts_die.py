@@ -1,6 +1,7 @@
 """A part of the stack that dies outside the plan is named: exit 3, one line, the
 cells already judged kept (marked incomplete), nothing left behind."""
 
+import contextlib
 import signal
 import time
 
@@ -27,18 +28,29 @@ def start_and_wait_for_a_cell(workdir):
 
 
 def kill_part(seen, marker: str) -> int:
+    """The process of the run whose command line has `marker` and whose parent's has not:
+    a process forked without exec (the zygote's workers) keeps its parent's command line."""
+    matching = {}
     for pid, _ in seen:
-        try:
-            if marker in " ".join(psutil.Process(pid).cmdline()):
-                psutil.Process(pid).kill()
-                return pid
-        except psutil.NoSuchProcess:
-            continue
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process = psutil.Process(pid)
+            if marker in " ".join(process.cmdline()):
+                matching[pid] = process
+    for pid, process in matching.items():
+        if process.ppid() not in matching:
+            process.kill()
+            return pid
     raise AssertionError(f"no process of the run matches {marker!r}")
 
 
 @pytest.mark.parametrize(
-    ("marker", "named"), [("redis-server", "the private redis-server"), ("-m provider", "the provider")]
+    ("marker", "named"),
+    [
+        ("redis-server", "the private redis-server"),
+        ("-m provider", "the provider"),
+        # Its workers die with it (PR_SET_PDEATHSIG): the run names the zygote, not one of them.
+        ("-m workers.zygote", "the workers' zygote"),
+    ],
 )
 def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir, marker, named):
     proc, seen = start_and_wait_for_a_cell(workdir)

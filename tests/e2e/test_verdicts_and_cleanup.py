@@ -1,10 +1,16 @@
 """A wrong expectation fails the run; no run leaves a process or a temp dir behind,
 not even when interrupted; a run on a shared Redis touches only its own keys."""
 
+import contextlib
+import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -91,3 +97,41 @@ def test_shared_redis_run_touches_only_its_own_keys(workdir, shared_redis):
     assert client.get("someone-elses:key") == b"untouched"
     assert client.lrange("rq:queue:default", 0, -1) == [b"not ours"]
     assert_left_nothing(again)
+
+
+@pytest.fixture
+def short_workdir():
+    """A work dir whose run dir is short enough for the private Redis's unix socket
+    (under pytest's own temp dir the path is too long and the run takes TCP)."""
+    path = Path(tempfile.mkdtemp(prefix="tb-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_it(
+    short_workdir, tmp_path, monkeypatch
+):
+    """The provider boots while the private Redis starts (it reaches Redis only later):
+    when Redis never answers, the run exits 2 naming it, and the provider is stopped too."""
+    fake = tmp_path / "bin" / "redis-server"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nsleep 1\necho 'fake redis-server: refusing to start'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    proc, _, _ = start_testbed(["--ops", "1"], short_workdir)
+    seen: set = set()
+    providers = set()
+    while proc.poll() is None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if child.cmdline()[1:3] == ["-m", "provider"]:
+                        providers.add(child.pid)
+        seen |= descendants(proc.pid)
+        time.sleep(0.02)
+    ran = finish(proc, short_workdir, timeout=30, seen=seen)
+    assert ran.code == 2, ran.stderr
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last == "testbed: error: private redis-server did not start: fake redis-server: refusing to start"
+    assert providers, "the provider was not launched before Redis answered"
+    assert_left_nothing(ran)

@@ -1,0 +1,149 @@
+"""One process that imports the workers' code once and forks every RQ worker of a run from it.
+
+    python -m workers.zygote   (started by the run's supervisor; its environment is its workers')
+
+A worker started as a fresh interpreter (`python -m workers`) spends about a
+quarter of a second of CPU on its imports (rq, redis-py, the handler) before it
+takes its first job: at a run's start, four of them on two cores held back the
+first cell, and a worker the lab killed came back only as fast as a new
+interpreter starts. Forked from here, a worker starts with all of it imported
+and runs what `python -m workers` runs: RQ's own command line, `rq worker`.
+
+The wire, in this module only: one JSON line per message. The supervisor writes
+`Fork` on the zygote's stdin; the zygote answers `Forked` on its stdout, in the
+order asked, and reports `Exited` (the code as `Popen.returncode` has it: minus
+the signal) when it reaps a worker. It exits when its stdin closes; a worker
+still running then dies with it (PR_SET_PDEATHSIG), as it dies with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from typing import NoReturn
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    name: str  # the worker's, as RQ registers it
+    argv: list[str]  # `rq worker` options and queues
+    log: str  # the worker's stdout and stderr, appended
+
+
+@dataclass(frozen=True, slots=True)
+class Forked:
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    pid: int
+    code: int
+
+
+Reply = Forked | Exited
+
+
+def encode(message: Fork | Reply) -> bytes:
+    return (json.dumps({type(message).__name__: asdict(message)}) + "\n").encode()
+
+
+def decode_fork(line: bytes) -> Fork:
+    return Fork(**json.loads(line)["Fork"])
+
+
+def decode_reply(line: bytes) -> Reply:
+    ((kind, fields),) = json.loads(line).items()
+    return Forked(**fields) if kind == "Forked" else Exited(**fields)
+
+
+def main() -> None:
+    # Imported here: the run imports this module for its wire format alone.
+    from labcore.procs import die_with_parent
+    from workers.__main__ import preload
+
+    parent = os.environ.get("TESTBED_PARENT_PID")
+    die_with_parent(int(parent) if parent else None)
+    preload()
+    # A worker's exit wakes the loop (signal.set_wakeup_fd): it is reported as it is reaped.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        _reap(children)
+        if 0 not in ready:
+            continue
+        data = os.read(0, 65536)
+        if not data:  # the run closed our stdin: it is over (nothing to flush: no interpreter teardown)
+            os._exit(0)
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            pid = _fork(decode_fork(line), (wake_r, wake_w))
+            children.add(pid)
+            os.write(1, encode(Forked(pid)))
+
+
+def _reap(children: set[int]) -> None:
+    while children:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            return
+        children.discard(pid)
+        os.write(1, encode(Exited(pid, os.waitstatus_to_exitcode(status))))
+
+
+def _fork(request: Fork, wake: tuple[int, int]) -> int:
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _become_worker(request, wake, zygote)
+    return pid
+
+
+def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoReturn:
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in wake:
+            os.close(fd)
+        os.setsid()  # its own session, as the run's other processes: a Ctrl-C reaches only the testbed
+        log = os.open(request.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        from labcore.procs import die_with_parent, set_name
+        from workers.__main__ import run
+
+        die_with_parent(zygote)
+        # Its command line is the zygote's: `ps -o comm` and `top` show it as the worker it is.
+        set_name(f"rq-worker {request.name}")
+        run(request.argv)
+        code = 0
+    except SystemExit as exc:  # RQ's command line ends with sys.exit
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
