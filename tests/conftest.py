@@ -1,7 +1,10 @@
 """Fixtures shared by the tests (helpers live in tests/helpers.py)."""
 
 import contextlib
+import shutil
+import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +20,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # An environment installed before the plugin's entry point existed: register it by hand.
     if not config.pluginmanager.is_registered(testbed.plugin):
         config.pluginmanager.register(testbed.plugin, "testbed")
+    # A suite started in the background (`cmd &`, nohup) inherits SIGINT ignored, and every
+    # testbed it starts would too: the Ctrl-C tests would find their SIGINT ignored. A
+    # handler (not SIG_IGN) is reset to the default in each child it execs.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def short_dir() -> Path:
+    """A dir whose runs' private Redis and provider take their unix sockets, as a user's
+    runs do: under pytest's own temp dirs a socket's path passes the 100 bytes a run
+    allows it (testbed/infra/redis_server.py) and the run falls back to TCP."""
+    return Path(tempfile.mkdtemp(prefix="tb-"))
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return tmp_path
+def workdir() -> Iterator[Path]:
+    path = short_dir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
@@ -48,7 +65,7 @@ def default_chaos(tmp_path_factory: pytest.TempPathFactory) -> Ran:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+def background_runs(request: pytest.FixtureRequest):
     """Runs that mostly wait (RQ's own recovery waits out a 65 s expiry) start
     with the session, so that their wait overlaps the other tests; a test marked
     `background(name, command, *args)` collects its run with `finish`. Only the
@@ -61,7 +78,7 @@ def background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         marker = item.get_closest_marker("background")
         if marker is not None and marker.args[0] not in runs:
             name, command, *args = marker.args
-            workdir = tmp_path_factory.mktemp(name)
+            workdir = short_dir()
             proc, _, _ = start_testbed(list(args), workdir, command)
             runs[name] = (proc, workdir)
     yield runs
@@ -72,3 +89,5 @@ def background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                 proc.wait(30)
         if proc.poll() is None:
             proc.kill()
+    for _, workdir in runs.values():
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -3,12 +3,9 @@ not even when interrupted; a run on a shared Redis touches only its own keys."""
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -99,18 +96,7 @@ def test_shared_redis_run_touches_only_its_own_keys(workdir, shared_redis):
     assert_left_nothing(again)
 
 
-@pytest.fixture
-def short_workdir():
-    """A work dir whose run dir is short enough for the private Redis's unix socket
-    (under pytest's own temp dir the path is too long and the run takes TCP)."""
-    path = Path(tempfile.mkdtemp(prefix="tb-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_it(
-    short_workdir, tmp_path, monkeypatch
-):
+def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_it(workdir, tmp_path, monkeypatch):
     """The provider boots while the private Redis starts (it reaches Redis only later):
     when Redis never answers, the run exits 2 naming it, and the provider is stopped too."""
     fake = tmp_path / "bin" / "redis-server"
@@ -118,7 +104,7 @@ def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_
     fake.write_text("#!/bin/sh\nsleep 1\necho 'fake redis-server: refusing to start'\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    proc, _, _ = start_testbed(["--ops", "1"], short_workdir)
+    proc, _, _ = start_testbed(["--ops", "1"], workdir)
     seen: set = set()
     providers = set()
     while proc.poll() is None:
@@ -129,7 +115,7 @@ def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_
                         providers.add(child.pid)
         seen |= descendants(proc.pid)
         time.sleep(0.02)
-    ran = finish(proc, short_workdir, timeout=30, seen=seen)
+    ran = finish(proc, workdir, timeout=30, seen=seen)
     assert ran.code == 2, ran.stderr
     last = ran.stderr.strip().splitlines()[-1]
     assert last == "testbed: error: private redis-server did not start: fake redis-server: refusing to start"
