@@ -21,7 +21,7 @@ from labcore import plan as plans
 from labcore.credentials import new_secret
 from labcore.events import EventKind, Noted
 from labcore.faults import RULES
-from labcore.ids import JobId, JobKind
+from labcore.ids import JobId, JobKind, op_id
 from labcore.keys import QUEUE, CellKeys
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
@@ -321,7 +321,7 @@ class CellRunner:
     def _enqueue(self, r: _Running, count: int) -> int:
         first = r.enqueued + 1
         for chunk in _chunks(first, first + count - 1):
-            self.queue.enqueue_many([self._job(r, seq, make_op(seq, self.options.seed).id) for seq in chunk])
+            self.queue.enqueue_many([self._job(r, seq, op_id(seq)) for seq in chunk])
         r.enqueued += count
         return count
 
