@@ -1,3 +1,18 @@
-from testbed.cli.app import main
+"""`python -m testbed`, and the `testbed` command: the command line, entered so that a
+Ctrl-C during its imports (the first tenth of a second or two) ends as one line too,
+as it does once the command runs (testbed.cli.app). Nothing has started by then."""
 
-main()
+import sys
+
+
+def main() -> None:
+    try:
+        from testbed.cli.app import main as command_line
+    except KeyboardInterrupt:
+        print("testbed: error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    command_line()
+
+
+if __name__ == "__main__":
+    main()
