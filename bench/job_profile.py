@@ -44,18 +44,21 @@ ROWS = [
     ("exit", "  exit and teardown"),
     ("faults", "  minor page faults per work-horse (count)"),
     ("handler faults", "    of which in the lab's handler (count)"),
+    ("zygote", "the lab's zygote: the workers' imports, once, and their forks"),
     ("provider", "provider"),
     ("redis", "Redis"),
     ("program", "the program: enqueuer (raw) / testbed process"),
     ("total", "total"),
 ]
-LAB_ONLY = {*SEGMENTS, "flow", "handler faults"}
+LAB_ONLY = {*SEGMENTS, "flow", "handler faults", "zygote"}
 
 
-def _role(process: psutil.Process, workers: set[int]) -> str:
+def _role(process: psutil.Process, workers: set[int], program: int) -> str:
     if process.ppid() in workers:
         return "horse"
     line = " ".join(process.cmdline())
+    if "-m workers.zygote" in line:  # the lab's workers are its forks, with its command line
+        return "zygote" if process.ppid() == program else "workers"
     if "redis-server" in line:
         return "redis"
     if "-m provider" in line:
@@ -81,7 +84,7 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
             family = []
         for process in family:
             try:
-                role = last[process.pid][0] if process.pid in last else _role(process, workers)
+                role = last[process.pid][0] if process.pid in last else _role(process, workers, proc.pid)
                 times = process.cpu_times()
             except psutil.Error:
                 continue
@@ -99,7 +102,8 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
     for role, seconds in last.values():
         per_job[role] += seconds * 1000 / ops
     per_job["total"] = (usage.ru_utime + usage.ru_stime) * 1000 / ops
-    per_job["program"] = per_job["total"] - sum(per_job[r] for r in ("workers", "provider", "redis", "other"))
+    parts = ("workers", "zygote", "provider", "redis", "other")
+    per_job["program"] = per_job["total"] - sum(per_job[r] for r in parts)
     inside = [tuple(map(float, f.read_text().split())) for f in horses.glob("*.horse")]
     whole = [float(f.read_text()) * 1000 for f in horses.glob("*.whole")]
     per_job["horse"] = statistics.mean(whole)
