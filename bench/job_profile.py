@@ -63,7 +63,7 @@ def _role(process: psutil.Process, workers: set[int], program: int) -> str:
         return "redis"
     if "-m provider" in line:
         return "provider"
-    if "-m workers" in line or "rq.cli worker" in line:
+    if "rq.cli worker" in line:
         return "workers"
     return "other"
 

@@ -44,15 +44,19 @@ def set_name(name: str) -> None:
         _prctl(_PR_SET_NAME, name.encode()[:15])
 
 
-def spawn(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: Sequence[str], log: Path, env: dict[str, str] | None = None, piped: bool = False
+) -> subprocess.Popen[bytes]:
     """Start a child that dies with us. Non-Python programs go through this
-    module's exec wrapper so the death signal is set before they start."""
+    module's exec wrapper so the death signal is set before they start.
+    `piped`: its stdin and stdout are pipes to us (a child we talk to), only
+    its stderr goes to the log."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if piped else out,
+            stderr=out if piped else subprocess.STDOUT,
             env=env,
             start_new_session=True,
         )

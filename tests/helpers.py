@@ -75,15 +75,45 @@ def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tup
     return proc, out, err
 
 
-def finish(proc: subprocess.Popen, workdir: Path, timeout: float, seen: set | None = None) -> Ran:
+@dataclass(frozen=True)
+class Seen:
+    """A process of the run as last seen alive: its parent, its command line (the last
+    before it was a zombie, after any exec), its name (`ps -o comm`)."""
+
+    parent: int
+    argv: list[str]
+    name: str
+
+
+def look(pid: int, processes: dict[int, Seen]) -> None:
+    """Every process below `pid`, as it is now, into `processes`."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                before = processes.get(child.pid)
+                argv = child.cmdline() or (before.argv if before else [])
+                processes[child.pid] = Seen(child.ppid(), argv, child.name())
+
+
+def finish(
+    proc: subprocess.Popen,
+    workdir: Path,
+    timeout: float,
+    seen: set | None = None,
+    processes: dict[int, Seen] | None = None,
+) -> Ran:
+    """Waits for the run; with `processes`, records what each process was, every 20 ms
+    (a process that lives a moment is seen more often than not)."""
     seen = set() if seen is None else seen
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
         seen |= descendants(proc.pid)
+        if processes is not None:
+            look(proc.pid, processes)
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"testbed did not finish within {timeout} s")
-        time.sleep(0.05)
+        time.sleep(0.05 if processes is None else 0.02)
     results_path = workdir / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else None
     return Ran(

@@ -1,13 +1,16 @@
 """One process that imports the workers' code once and forks every RQ worker of a run from it.
 
-    python -m workers.zygote   (started by the run's supervisor; its environment is its workers')
+    python -m workers.zygote   (started by the run's supervisor; its environment is its workers':
+                                RQ_REDIS_URL, rq's own variable for `--url`, holds the password,
+                                and TESTBED_PROVIDER_TOKEN the provider's token, never a command line)
 
-A worker started as a fresh interpreter (`python -m workers`) spends about a
-quarter of a second of CPU on its imports (rq, redis-py, the handler) before it
-takes its first job: at a run's start, four of them on two cores held back the
-first cell, and a worker the lab killed came back only as fast as a new
-interpreter starts. Forked from here, a worker starts with all of it imported
-and runs what `python -m workers` runs: RQ's own command line, `rq worker`.
+A worker started as a fresh interpreter spends about a quarter of a second of
+CPU on its imports (rq, redis-py, the handler) before it takes its first job:
+at a run's start, four of them on two cores held back the first cell, and a
+worker the lab killed came back only as fast as a new interpreter starts.
+Forked from here, a worker starts with all of it imported, and so does every
+work-horse it forks for a job, then runs RQ's own command line, `rq worker`
+(RQ's forking Worker, as `workers.worker` amends it).
 
 The wire, in this module only: one JSON line per message. The supervisor writes
 `Fork` on the zygote's stdin; the zygote answers `Forked` on its stdout, in the
@@ -65,23 +68,21 @@ def decode_reply(line: bytes) -> Reply:
 def main() -> None:
     # Imported here: the run imports this module for its wire format alone.
     from labcore.procs import die_with_parent
-    from workers.__main__ import preload
 
     parent = os.environ.get("TESTBED_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
-    preload()
+    _preload()
     # A worker's exit wakes the loop (signal.set_wakeup_fd): it is reported as it is reaped.
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: set[int] = set()
     pending = b""
     while True:
         ready, _, _ = select.select([0, wake_r], [], [])
         if wake_r in ready:
             os.read(wake_r, 4096)
-        _reap(children)
+        _reap()
         if 0 not in ready:
             continue
         data = os.read(0, 65536)
@@ -90,17 +91,35 @@ def main() -> None:
         pending += data
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            pid = _fork(decode_fork(line), (wake_r, wake_w))
-            children.add(pid)
-            os.write(1, encode(Forked(pid)))
+            os.write(1, encode(Forked(_fork(decode_fork(line), (wake_r, wake_w)))))
 
 
-def _reap(children: set[int]) -> None:
-    while children:
-        pid, status = os.waitpid(-1, os.WNOHANG)
+def _preload() -> None:
+    """The lab's code, imported once here and shared by every worker and work-horse forked after."""
+    import encodings.idna  # noqa: F401  (the first request would import it in every work-horse)
+    from urllib.parse import unquote
+
+    unquote("%2F")  # builds its decoding table once, here, not in every work-horse (labcore.endpoints)
+
+    import rq.cli  # noqa: F401
+
+    import workers.handler  # noqa: F401
+
+    # A worker class set in the environment (a benchmark's) takes precedence.
+    from workers.worker import CLASS_PATH
+
+    os.environ.setdefault("RQ_WORKER_CLASS", CLASS_PATH)
+
+
+def _reap() -> None:
+    """Every child that has exited, reported (its only children are the workers)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # none at all
+            return
         if pid == 0:
             return
-        children.discard(pid)
         os.write(1, encode(Exited(pid, os.waitstatus_to_exitcode(status))))
 
 
@@ -128,12 +147,11 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         os.close(null)
         os.close(log)
         from labcore.procs import die_with_parent, set_name
-        from workers.__main__ import run
 
         die_with_parent(zygote)
         # Its command line is the zygote's: `ps -o comm` and `top` show it as the worker it is.
         set_name(f"rq-worker {request.name}")
-        run(request.argv)
+        _run(request.argv)
         code = 0
     except SystemExit as exc:  # RQ's command line ends with sys.exit
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -143,6 +161,23 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _run(argv: list[str]) -> None:
+    """RQ's own command line, `rq worker` with these options and queues. Users' jobs'
+    libraries are imported here, in each worker, not in the zygote: what a library sets
+    up at import is each worker's own, as under `rq worker`."""
+    from rq.cli import main as rq_main
+
+    from workers.target import USER_JOBS_ENV
+
+    jobs = os.environ.get(USER_JOBS_ENV)
+    if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import
+        from workers import userjob  # noqa: F401
+        from workers.target import preload
+
+        preload(jobs)
+    rq_main(args=["worker", *argv], prog_name="rq")
 
 
 if __name__ == "__main__":

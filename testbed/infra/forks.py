@@ -19,25 +19,18 @@ import time
 from collections import deque
 from pathlib import Path
 
-from workers.zygote import Exited, Fork, Forked, decode_reply, encode
+from labcore.procs import spawn
+from workers.zygote import Fork, Forked, decode_reply, encode
 
 _ZYGOTE_GONE = -signal.SIGKILL  # its workers die with it (PR_SET_PDEATHSIG)
 
 
 class Zygote:
     def __init__(self, log: Path, env: dict[str, str]) -> None:
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.zygote"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=out,
-                env=env,
-                start_new_session=True,
-            )
+        self.proc = spawn([sys.executable, "-m", "workers.zygote"], log, env=env, piped=True)
         self.log = log
         self._waiting: deque[ForkedProcess] = deque()  # asked for, pid not yet known
-        self._exits: dict[int, int] = {}
+        self._running: dict[int, ForkedProcess] = {}
         self._buffer = b""
 
     def fork(self, name: str, argv: list[str], log: Path) -> ForkedProcess:
@@ -58,9 +51,7 @@ class Zygote:
             return
         data = os.read(self.proc.stdout.fileno(), 65536)
         if not data:  # the zygote is gone, and its workers with it
-            for forked in self._waiting:
-                forked.returncode = _ZYGOTE_GONE
-            self._waiting.clear()
+            self._end_all()
             self.proc.wait()
             return
         self._buffer += data
@@ -68,9 +59,11 @@ class Zygote:
         for line in lines:
             reply = decode_reply(line)
             if isinstance(reply, Forked):
-                self._waiting.popleft().known(reply.pid)
-            elif isinstance(reply, Exited):
-                self._exits[reply.pid] = reply.code
+                forked = self._waiting.popleft()
+                forked.known_pid = reply.pid
+                self._running[reply.pid] = forked
+            elif (exited := self._running.pop(reply.pid, None)) is not None:
+                exited.returncode = reply.code
 
     def settle(self, timeout: float = 5.0) -> None:
         """Until every worker asked for is forked: a run stopped during its start hands
@@ -81,11 +74,6 @@ class Zygote:
         for forked in self._waiting:
             forked.returncode = _ZYGOTE_GONE
         self._waiting.clear()
-
-    def exit_of(self, pid: int) -> int | None:
-        if pid in self._exits:
-            return self._exits[pid]
-        return _ZYGOTE_GONE if self.proc.poll() is not None else None
 
     def close(self, grace: float = 5.0) -> None:
         """Its stdin closed, it exits (a worker still running dies with it)."""
@@ -99,45 +87,47 @@ class Zygote:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        self._end_all()
+
+    def _end_all(self) -> None:
+        for forked in [*self._waiting, *self._running.values()]:
+            forked.returncode = _ZYGOTE_GONE
+        self._waiting.clear()
+        self._running.clear()
 
 
 class ForkedProcess:
-    """A worker the zygote forked, as the run handles a process it started."""
+    """A worker the zygote forked, as the run handles a process it started. Its pid and
+    its exit code are set by the zygote's handle as the zygote reports them."""
 
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
-        self._pid: int | None = None
+        self.known_pid: int | None = None
         self.returncode: int | None = None
-
-    def known(self, pid: int) -> None:
-        self._pid = pid
 
     @property
     def pid(self) -> int:
         deadline = time.monotonic() + 30
-        while self._pid is None and self.returncode is None:
+        while self.known_pid is None and self.returncode is None:
             if time.monotonic() > deadline:
                 raise TimeoutError("the zygote did not fork a worker within 30 s")
             self._zygote.pump(0.05)
-        if self._pid is None:
+        if self.known_pid is None:
             raise ProcessLookupError("the zygote died before it forked this worker")
-        return self._pid
+        return self.known_pid
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self._zygote.pump(0)
-            if self._pid is not None:
-                self.returncode = self._zygote.exit_of(self._pid)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while self.returncode is None:
             left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
             if left <= 0:
-                raise subprocess.TimeoutExpired(f"worker {self._pid}", timeout or 0)
+                raise subprocess.TimeoutExpired(f"worker {self.known_pid}", timeout or 0)
             self._zygote.pump(left)
-        assert self.returncode is not None
         return self.returncode
 
     def send_signal(self, sig: int) -> None:

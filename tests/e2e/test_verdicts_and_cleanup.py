@@ -1,19 +1,17 @@
 """A wrong expectation fails the run; no run leaves a process or a temp dir behind,
 not even when interrupted; a run on a shared Redis touches only its own keys."""
 
-import contextlib
 import os
 import signal
 import subprocess
 import time
 
-import psutil
 import pytest
 import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.helpers import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+from tests.helpers import Seen, assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e
 
@@ -105,19 +103,12 @@ def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     proc, _, _ = start_testbed(["--ops", "1"], workdir)
-    seen: set = set()
-    providers = set()
-    while proc.poll() is None:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    if child.cmdline()[1:3] == ["-m", "provider"]:
-                        providers.add(child.pid)
-        seen |= descendants(proc.pid)
-        time.sleep(0.02)
-    ran = finish(proc, workdir, timeout=30, seen=seen)
+    processes: dict[int, Seen] = {}
+    ran = finish(proc, workdir, timeout=30, processes=processes)
     assert ran.code == 2, ran.stderr
     last = ran.stderr.strip().splitlines()[-1]
     assert last == "testbed: error: private redis-server did not start: fake redis-server: refusing to start"
-    assert providers, "the provider was not launched before Redis answered"
+    assert [s for s in processes.values() if s.argv[1:3] == ["-m", "provider"]], (
+        "no provider launched before Redis answered"
+    )
     assert_left_nothing(ran)
