@@ -177,6 +177,36 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     assert procs[0].returncode in (0, -15)  # not -SIGKILL: it stopped by itself
 
 
+def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm_with_its_socket_removed(
+    private_redis_url: str, workdir
+) -> None:
+    """A run's provider stopped between requests does not sit through uvicorn's graceful
+    polling: it closes its store and its unix socket and dies by the SIGTERM, with an idle
+    keep-alive connection open. What it applied is in its log."""
+    from labcore.procs import stop_all
+    from provider.contract import Contract
+    from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
+
+    process = ProviderProcess(workdir, private_redis_url, "testbed:idle")
+    process.launch()
+    procs = []
+    try:
+        process.wait_ready()
+        procs = process.release()
+        admin = ProviderAdmin(process.url, process.token)
+        admin.put_ledger("idle", Contract())
+        admin.close()
+        assert (workdir / "provider.sock").exists()  # a short dir: the run's unix socket
+        with provider_client(process.url, process.token, timeout=10) as http:
+            assert http.post("/ledgers/idle/effects", json=BODY).status_code == 201
+            stop_all(procs)  # the connection stays open, idle, across the stop
+    finally:
+        stop_all([*procs, *process.release()])
+    assert procs[0].returncode == -15
+    assert not (workdir / "provider.sock").exists()
+    assert LogReader(process.db).records("idle", ["op-1"])["op-1"].effects == 1
+
+
 def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:
     """A request whose answer the test does not need (the server goes away under it)."""
     with contextlib.suppress(httpx.TransportError):
