@@ -13,13 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-
-from redis import Redis
+from typing import TYPE_CHECKING
 
 from labcore import events
 from labcore.events import Event, Hit
 from labcore.faults import Release
 from labcore.keys import RunKeys
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 # How long a holder waits for the controller before giving up on it.
 HOLD_TIMEOUT = 60.0

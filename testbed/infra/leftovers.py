@@ -21,11 +21,14 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
-import redis as redis_lib
 
 from labcore.keys import RUNS_PREFIX, RunKeys
+
+if TYPE_CHECKING:
+    import redis as redis_lib
 
 PREFIX = "testbed-"
 _OWNER = "owner"

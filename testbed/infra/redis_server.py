@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-import redis
-
 from labcore.credentials import new_secret
 from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
@@ -114,6 +112,8 @@ class PrivateRedis:
         return None if self._proc is None else self._proc.pid
 
     def _wait(self, timeout: float) -> bool:
+        import redis  # not at the command line's start (testbed.infra.stack.connect)
+
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
         deadline = time.monotonic() + timeout
         try:

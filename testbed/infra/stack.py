@@ -12,8 +12,7 @@ import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import redis as redis_lib
+from typing import TYPE_CHECKING
 
 from labcore.bus import Bus
 from labcore.credentials import redacted
@@ -25,6 +24,9 @@ from testbed.infra import leftovers
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
 from testbed.infra.supervisor import Supervisor, WorkerSettings
+
+if TYPE_CHECKING:
+    import redis as redis_lib
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,10 @@ def open_stack(run_id: str, options: StackOptions) -> Stack:
 
 
 def connect(url: str) -> redis_lib.Redis:
+    # Imported here: the command line imports the stack before it launches the run's
+    # processes, and redis-py's import (70 ms) would hold back the provider's start.
+    import redis as redis_lib
+
     try:
         client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
         client.ping()

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
-
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import StackOptions, open_stack
@@ -112,6 +110,8 @@ def _version(name: str) -> str:
 
 
 def _versions(redis: Any) -> dict[str, str]:
+    from redis.exceptions import RedisError  # imported by then: not at the command line's start
+
     versions = {name: _version(name) for name in _VERSIONED}
     versions["python"] = platform.python_version()
     try:

@@ -3,6 +3,7 @@
 import atexit
 import gc
 import importlib.abc
+import subprocess
 import sys
 
 import pytest
@@ -37,3 +38,13 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         entry.main()
     assert exited.value.code == 0
     assert registered == [gc.freeze]
+
+
+def test_a_run_launches_its_processes_before_redis_py_is_imported():
+    """What the command line imports before a run launches its provider and workers
+    (testbed.lab.session.execute) leaves redis-py out: its import (about 70 ms) would
+    hold back the provider's start, the longest part of a run's."""
+    before_launch = "testbed.cli.app, testbed.lab.session, testbed.report.tables, testbed.report.live"
+    code = f"import sys, {before_launch}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'redis'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
