@@ -5,14 +5,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 import redis
 
-from labcore.procs import free_port
+from labcore.procs import free_port, stop_all
+from provider.contract import Contract
 from provider.store import LogReader
+from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
 
 pytestmark = pytest.mark.e2e
 
@@ -135,6 +139,23 @@ def test_the_provider_runs_on_uvloop(provider_process, provider):
     assert any("uvloop" in m.path for m in maps), "the provider's event loop is asyncio's"
 
 
+@contextlib.contextmanager
+def a_runs_provider(workdir: Path, redis_url: str, ledger: str) -> Iterator[tuple[ProviderProcess, subprocess.Popen]]:
+    """A provider as a run starts it, with one ledger: the test stops its process, as a run does."""
+    process = ProviderProcess(workdir, redis_url, f"testbed:{ledger}")
+    process.launch()
+    procs: list[subprocess.Popen] = []
+    try:
+        process.wait_ready()
+        procs = process.release()
+        admin = ProviderAdmin(process.url, process.token)
+        admin.put_ledger(ledger, Contract())
+        admin.close()
+        yield process, procs[0]
+    finally:
+        stop_all([*procs, *process.release()])
+
+
 def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_providers_shutdown(
     private_redis_url: str, tmp_path
 ) -> None:
@@ -147,34 +168,20 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     from labcore.faults import Fault
     from labcore.ids import HitId
     from labcore.keys import RunKeys
-    from labcore.procs import stop_all
     from provider.app import CHAOS
-    from provider.contract import Contract
-    from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
 
-    prefix = "testbed:held"
-    process = ProviderProcess(tmp_path, private_redis_url, prefix)
-    process.launch()
-    procs = []
-    try:
-        process.wait_ready()
-        procs = process.release()  # the test stops it, as a run does
-        admin = ProviderAdmin(process.url, process.token)
-        admin.put_ledger("held", Contract())
-        admin.close()
+    with a_runs_provider(tmp_path, private_redis_url, "held") as (process, proc):
         hid = str(HitId("c001", 1, 1, Boundary.AFTER_EFFECT))
-        hit = Hit(hid, "c001", "op-1", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1", bus=prefix)
+        hit = Hit(hid, "c001", "op-1", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1", bus="testbed:held")
         with provider_client(process.url, process.token, timeout=30) as http:
             armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
             held = threading.Thread(target=_send_quietly, args=(http, "/ledgers/held/effects", armed))
             held.start()
-            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys(prefix))
+            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys("testbed:held"))
             assert isinstance(bus.next(timeout=20), Hit)  # held: the provider waits for a release
-            stop_all(procs, grace=30)
+            stop_all([proc], grace=30)
             held.join(30)
-    finally:
-        stop_all([*procs, *process.release()])
-    assert procs[0].returncode in (0, -15)  # not -SIGKILL: it stopped by itself
+    assert proc.returncode in (0, -15)  # not -SIGKILL: it stopped by itself
 
 
 def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm_with_its_socket_removed(
@@ -183,26 +190,12 @@ def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm_with_its_s
     """A run's provider stopped between requests does not sit through uvicorn's graceful
     polling: it closes its store and its unix socket and dies by the SIGTERM, with an idle
     keep-alive connection open. What it applied is in its log."""
-    from labcore.procs import stop_all
-    from provider.contract import Contract
-    from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
-
-    process = ProviderProcess(workdir, private_redis_url, "testbed:idle")
-    process.launch()
-    procs = []
-    try:
-        process.wait_ready()
-        procs = process.release()
-        admin = ProviderAdmin(process.url, process.token)
-        admin.put_ledger("idle", Contract())
-        admin.close()
+    with a_runs_provider(workdir, private_redis_url, "idle") as (process, proc):
         assert (workdir / "provider.sock").exists()  # a short dir: the run's unix socket
         with provider_client(process.url, process.token, timeout=10) as http:
             assert http.post("/ledgers/idle/effects", json=BODY).status_code == 201
-            stop_all(procs)  # the connection stays open, idle, across the stop
-    finally:
-        stop_all([*procs, *process.release()])
-    assert procs[0].returncode == -15
+            stop_all([proc])  # the connection stays open, idle, across the stop
+    assert proc.returncode == -15
     assert not (workdir / "provider.sock").exists()
     assert LogReader(process.db).records("idle", ["op-1"])["op-1"].effects == 1
 
