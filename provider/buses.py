@@ -9,11 +9,14 @@ request is then not held), so a caller cannot have it write elsewhere.
 
 from __future__ import annotations
 
-from redis import Redis
+from typing import TYPE_CHECKING
 
 from labcore.bus import Bus
 from labcore.events import Hit
 from labcore.keys import RUN_PREFIX, RunKeys
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 _KEEP = 64  # buses of recent runs; older ones are made again if needed
 

@@ -4,12 +4,17 @@ A request may arrive with an armed hit (header `X-Testbed-Chaos`). When the
 provider reaches that hit's boundary it reports to the controller and holds
 the request until told what to do with it. Without a bus (a provider started
 on its own) requests are never held.
+
+The bus is connected by the first armed request, not at the provider's start:
+redis-py's import is a fifth of that start's CPU, and a run's first cell waits
+for the provider while one of two cores has nothing else to do.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from labcore.boundaries import Boundary
@@ -21,18 +26,22 @@ from provider.gate import Gate
 
 
 class Holds:
-    def __init__(self, bus: Bus | RunBuses | None, gate: Gate) -> None:
-        """`bus`: the one run's bus, or the buses of the runs each hit names (provider.buses)."""
-        self._bus = bus
+    def __init__(self, connect: Callable[[], Bus | RunBuses] | None, gate: Gate) -> None:
+        """`connect`: makes the one run's bus, or the buses of the runs each hit names (provider.buses)."""
+        self._connect = connect
+        self._bus: Bus | RunBuses | None = None
         self._gate = gate
         # Armed requests this process is about to die holding, not yet reported, by run.
         self._doomed: dict[str, tuple[Bus, list[Hit]]] = {}
         self._lock = threading.Lock()
 
     def _bus_of(self, hit: Hit | None) -> Bus | None:
-        if hit is None or isinstance(self._bus, Bus | None):
-            return self._bus
-        return self._bus.of(hit)
+        if hit is None or self._connect is None:
+            return None
+        with self._lock:
+            if self._bus is None:
+                self._bus = self._connect()
+        return self._bus if isinstance(self._bus, Bus) else self._bus.of(hit)
 
     def at(self, boundary: Boundary, hit: Hit | None) -> Release | None:
         bus = self._bus_of(hit)

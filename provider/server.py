@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -12,7 +13,6 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
-from redis import Redis
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from labcore.bus import Bus
@@ -44,12 +44,9 @@ def serve(
     own work-horses on this host connect there, without a TCP connect per job."""
     die_with_parent(parent_pid)
     store = Store(db)
-    bus: Bus | RunBuses | None = None
-    if bus_url:
-        # Without a prefix the provider serves any run on that Redis: each armed request names its run.
-        bus = Bus(Redis.from_url(bus_url), RunKeys(bus_prefix)) if bus_prefix else RunBuses(Redis.from_url(bus_url))
+    connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
     gate = Gate()
-    app = GateMiddleware(create_app(store, Holds(bus, gate), token), gate)
+    app = GateMiddleware(create_app(store, Holds(connect, gate), token), gate)
     level = "info" if access_log else "warning"
     # uvicorn's "auto" loop is uvloop, a dependency: a quarter less CPU per request than asyncio's.
     # A SIGTERM waits at most a second for requests in progress: one held at a boundary
@@ -80,6 +77,15 @@ def serve(
         _Server(config, close).run(sockets=sockets)
     finally:
         close()
+
+
+def _bus(url: str, prefix: str | None) -> Bus | RunBuses:
+    """Called by the first armed request (provider.holds): redis-py is imported then."""
+    from redis import Redis
+
+    redis = Redis.from_url(url)
+    # Without a prefix the provider serves any run on that Redis: each armed request names its run.
+    return Bus(redis, RunKeys(prefix)) if prefix else RunBuses(redis)
 
 
 class _Server(uvicorn.Server):

@@ -103,5 +103,8 @@ def test_rq_recovers_an_abandoned_job_only_after_its_entry_expires(background_ru
     assert ran.code == 0, ran.stdout + ran.stderr
     row = ran.results["rows"][0]
     assert (row["kills"], row["replays"], row["jobsFailed"], row["effects"]) == (1, 1, 0, 5)
-    assert row["replayLatencyMs"]["min"] >= 65_000
+    # The entry expires 65 s after the work-horse's last heartbeat, at its start, which
+    # comes a little before its kill: the replay follows the kill by a little under 65 s
+    # at the least (64.98 s once), or by up to a maintenance interval more.
+    assert row["replayLatencyMs"]["min"] >= 64_000
     assert "recovered" not in [e["event"] for e in row["history"]["tenant-demo:notification:5"]]
