@@ -16,8 +16,12 @@ Node forks on the machine as on the lab. Each time is the median of
 printed with each run. The ratio is the median of the runs' own ratios, as
 `throughput.py` takes its pairs: each run's programs go back to back, and on
 these VMs the machine's speed drifts from run to run (raw RQ alone took 11.5
-to 14.4 s within minutes), which a run's two programs share and a ratio of
-the medians does not. That ratio is printed too.
+to 16.0 s within minutes), which a run's two programs share and a ratio of
+the medians does not. That ratio is printed too, and so is the ratio of the
+two sides' CPU (user and system time of each program and every process it
+started and reaped, as the kernel counts it for `wait4`): with both cores
+busy from start to end, the wall ratio is about the CPU ratio, plus what
+each side leaves a core idle for.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,11 +46,18 @@ CHAOS_JOBS = 1280  # 12 cells x 100 ops, plus a retry for each of the 80 faulted
 CHAOS_WORKERS = 4
 
 
-def timed(argv: list[str], cwd: Path, stdout: Path) -> float:
+def timed(argv: list[str], cwd: Path, stdout: Path) -> tuple[float, float]:
+    """The program's wall time and CPU time (its own and its reaped descendants')."""
+    before = _children_cpu()
     started = time.perf_counter()
     with open(stdout, "w") as out:
         subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def runs(times: list[float]) -> str:
@@ -67,24 +79,25 @@ def main() -> None:
         node_times: list[float] = []
         raw_times: list[float] = []
         ours: list[float] = []
+        cpu_ratios: list[float] = []
         for _ in range(args.repeat):
             before = load_average()
             if node is not None:
-                node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json"))
+                node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json")[0])
                 assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
             raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
-            raw_times.append(timed(raw, work, work / "raw.txt"))
-            ours.append(
-                timed(
-                    [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")],
-                    work,
-                    work / "ours.txt",
-                )
-            )
+            raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+            chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
+            our_run, our_cpu = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
+            raw_times.append(raw_run)
+            ours.append(our_run)
+            cpu_ratios.append(our_cpu / raw_cpu)
             load = f"load average {before} -> {load_average()}"
-            ratio = ours[-1] / raw_times[-1]
-            print(f"run: raw RQ {raw_times[-1]:.1f} s, testbed chaos {ours[-1]:.1f} s, {ratio:.2f}x ({load})")
+            print(
+                f"run: raw RQ {raw_run:.1f} s, testbed chaos {our_run:.1f} s, {our_run / raw_run:.2f}x; "
+                f"CPU {raw_cpu:.1f} s and {our_cpu:.1f} s, {cpu_ratios[-1]:.2f}x ({load})"
+            )
         raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
         print(f"machine: {os.cpu_count()} cpus")
         raw_label = f"raw RQ, {CHAOS_JOBS} no-op jobs, {CHAOS_WORKERS} fresh workers:"
@@ -93,6 +106,7 @@ def main() -> None:
         paired = statistics.median(ours[i] / raw_times[i] for i in range(args.repeat))
         print(f"testbed / raw RQ: {paired:.2f}x, the median of the runs' ratios (target 1.1x or less)")
         print(f"                  {our_wall / raw_wall:.2f}x, the ratio of the medians")
+        print(f"                  {statistics.median(cpu_ratios):.2f}x in CPU, the median of the runs' ratios")
         if node is not None:
             node_wall = statistics.median(node_times)
             version = subprocess.check_output([node, "--version"], text=True).strip()
