@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -19,16 +18,11 @@ app = typer.Typer(
 )
 
 
-def version() -> str:
-    try:
-        return metadata.version("testbed")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def _show_version(given: bool) -> None:
     if given:
-        print(f"testbed {version()}")
+        from testbed.lab.session import package_version
+
+        print(f"testbed {package_version('testbed')}")
         raise typer.Exit(0)
 
 
