@@ -7,16 +7,23 @@ the socket and speaks plain HTTP on it; any other URL is TCP as before.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 UNIX_SCHEME = "http+unix"
+_PREFIX = f"{UNIX_SCHEME}://"
 
 
 def unix_url(path: Path | str) -> str:
-    return f"{UNIX_SCHEME}://{quote(str(path), safe='')}"
+    return f"{_PREFIX}{quote(str(path), safe='')}"
 
 
 def unix_path(url: str) -> str | None:
     """The socket path of a unix-socket URL; None for any other URL."""
-    parts = urlsplit(url)
-    return unquote(parts.netloc) if parts.scheme == UNIX_SCHEME else None
+    if not url.startswith(_PREFIX):
+        return None
+    netloc = url[len(_PREFIX) :].partition("/")[0]
+    # Each work-horse asks once, in a fresh fork, where urllib's unquote costs about
+    # 0.15 ms of CPU and 30 page faults: a path whose only escapes are its slashes
+    # (every path the lab makes) is read with a replace instead.
+    plain = netloc.replace("%2F", "/")
+    return plain if "%" not in plain else unquote(netloc)
