@@ -39,14 +39,8 @@ class Ran:
 
 
 def descendants(pid: int) -> set[tuple[int, float]]:
-    try:
-        procs = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return set()
-    out = set()
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            out.add((p.pid, p.create_time()))
+    out: set[tuple[int, float]] = set()
+    look(pid, out)
     return out
 
 
@@ -85,14 +79,17 @@ class Seen:
     name: str
 
 
-def look(pid: int, processes: dict[int, Seen]) -> None:
-    """Every process below `pid`, as it is now, into `processes`."""
+def look(pid: int, seen: set[tuple[int, float]], processes: dict[int, Seen] | None = None) -> None:
+    """Every process below `pid`, as it is now (one walk of the process table): its
+    (pid, create time) into `seen` and, if given, what it is into `processes`."""
     with contextlib.suppress(psutil.NoSuchProcess):
         for child in psutil.Process(pid).children(recursive=True):
             with contextlib.suppress(psutil.NoSuchProcess):
-                before = processes.get(child.pid)
-                argv = child.cmdline() or (before.argv if before else [])
-                processes[child.pid] = Seen(child.ppid(), argv, child.name())
+                seen.add((child.pid, child.create_time()))
+                if processes is not None:
+                    before = processes.get(child.pid)
+                    argv = child.cmdline() or (before.argv if before else [])
+                    processes[child.pid] = Seen(child.ppid(), argv, child.name())
 
 
 def finish(
@@ -107,9 +104,7 @@ def finish(
     seen = set() if seen is None else seen
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
-        seen |= descendants(proc.pid)
-        if processes is not None:
-            look(proc.pid, processes)
+        look(proc.pid, seen, processes)
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"testbed did not finish within {timeout} s")

@@ -96,10 +96,7 @@ def main() -> None:
 
 def _preload() -> None:
     """The lab's code, imported once here and shared by every worker and work-horse forked after."""
-    import encodings.idna  # noqa: F401  (the first request would import it in every work-horse)
-    from urllib.parse import unquote
-
-    unquote("%2F")  # builds its decoding table once, here, not in every work-horse (labcore.endpoints)
+    import encodings.idna  # noqa: F401  (a TCP provider's first request would import it in every work-horse)
 
     import rq.cli  # noqa: F401
 
