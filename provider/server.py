@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -58,7 +59,7 @@ def serve(
         port=port,
         log_level=level,
         access_log=access_log,
-        http=_NoDelay,
+        http=_Protocol,
         timeout_graceful_shutdown=1,
     )
     sockets = None
@@ -114,17 +115,58 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-class _NoDelay(HttpToolsProtocol):
-    """uvicorn's httptools protocol with Nagle off on TCP. asyncio turns it off only
-    for a socket made with IPPROTO_TCP named, and uvicorn's (and most) are made
-    without; uvicorn writes an answer's head and body apart, so on a keep-alive
-    connection the body waited for the client's delayed ACK: 40 ms an answer."""
+class _Protocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with an answer written whole and Nagle off on TCP.
+
+    uvicorn writes an answer's head and its body apart: two system calls, each
+    of which can wake a client waiting for the answer. The transport here hands
+    the kernel what was written in one turn of the event loop as one write.
+
+    asyncio turns Nagle off only for a socket made with IPPROTO_TCP named, and
+    uvicorn's (and most) are made without: on a keep-alive connection the body
+    waited for the client's delayed ACK, 40 ms an answer."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().connection_made(transport)
+        super().connection_made(_Coalescing(transport, self.loop))  # type: ignore[arg-type]
+
+
+class _Coalescing:
+    """A transport whose writes in one turn of the event loop reach the socket as one.
+
+    Anything that could go out after those writes (a close, the end of the turn)
+    sends them first; everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+        # What uvicorn asks of a transport on every connection and request, bound once to the
+        # transport's own: no Python call between uvicorn and the event loop's C code.
+        self.get_extra_info = transport.get_extra_info
+        self.is_closing = transport.is_closing
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def _unix_socket(path: Path) -> socket.socket:
