@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from throughput import load_average
+from throughput import compile_project, load_average
 
 HERE = Path(__file__).resolve().parent
 
@@ -74,6 +74,7 @@ def main() -> None:
         sys.exit("node is not on PATH: nothing to run the article's script with")
     if args.script is not None and not args.script.is_file():
         sys.exit(f"no such file: {args.script}")
+    compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
         node_times: list[float] = []

@@ -27,6 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+from throughput import compile_project
 from timed_worker import SEGMENTS  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
@@ -127,6 +128,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--strategy", default="provider-key")
     args = parser.parse_args()
+    compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": "timed_worker.TimedWorker"}
