@@ -159,7 +159,8 @@ class _Coalescing:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
-            self._transport.write(data)
+            if not self._transport.is_closing():  # the client went away within the turn: nobody to read it
+                self._transport.write(data)
 
     def close(self) -> None:
         self._flush()

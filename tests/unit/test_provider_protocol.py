@@ -1,11 +1,12 @@
 """The provider's connections: an answer goes out in one write, and Nagle is off on TCP.
 
 uvicorn writes an answer's head and body apart: two system calls, each of
-which can wake the waiting client; and with Nagle on, the body waited for the client's delayed ACK, so every request after the
-first on a keep-alive connection took 40 ms more (httpx, requests and the
-work-horse's client turn it off on their side already). Real sockets on
-loopback for Nagle, where what is checked is the socket option itself, not a
-time; the coalescing transport over a transport that records its writes.
+which can wake the waiting client; and with Nagle on, the body waited for
+the client's delayed ACK, so every request after the first on a keep-alive
+connection took 40 ms more (httpx, requests and the work-horse's client turn
+it off on their side already). Real sockets on loopback for Nagle, where
+what is checked is the socket option itself, not a time; the coalescing
+transport over a transport that records its writes.
 """
 
 import asyncio
@@ -74,6 +75,9 @@ class _Recorder(asyncio.Transport):
     def close(self) -> None:
         self.closed_after = len(self.writes)
 
+    def is_closing(self) -> bool:
+        return self.closed_after >= 0
+
     def get_write_buffer_size(self) -> int:
         return 0
 
@@ -106,6 +110,18 @@ def test_a_close_sends_what_was_written_before_it():
     recorder = asyncio.run(refuse())
     assert recorder.writes == [b"HTTP/1.1 400 Bad Request\r\n\r\n"]
     assert recorder.closed_after == 1
+
+
+def test_what_a_client_that_went_away_would_have_been_sent_is_dropped():
+    async def gone() -> _Recorder:
+        recorder = _Recorder()
+        transport = _Coalescing(recorder, asyncio.get_running_loop())
+        transport.write(b"HTTP/1.1 201 Created\r\n\r\n")
+        recorder.close()  # the connection was lost before the turn ended
+        await asyncio.sleep(0)
+        return recorder
+
+    assert asyncio.run(gone()).writes == []
 
 
 def test_everything_else_is_the_transports_own():
