@@ -1,6 +1,6 @@
 """The default 12-cell `testbed chaos` against raw RQ, and against the article's Node script.
 
-    python bench/article_speed.py [PATH/TO/crash-lab.mjs] [--repeat 3]
+    python bench/article_speed.py [PATH/TO/crash-lab.mjs] [--repeat 3] [--control]
 
 Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4;
 the lab's worker class, as `throughput.py` says why)
@@ -22,6 +22,13 @@ two sides' CPU (user and system time of each program and every process it
 started and reaped, as the kernel counts it for `wait4`): with both cores
 busy from start to end, the wall ratio is about the CPU ratio, plus what
 each side leaves a core idle for.
+
+With --control, each run times raw RQ a second time, after the lab: the
+ratio of raw RQ to itself is how far apart the same program lands twice in
+a row on this machine, the spread any ratio here carries; and the lab
+against the mean of the raw runs either side of it is that run's ratio with
+the machine's drift over the run taken out, as far as it is steady. The
+headline stays the first figure.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("script", type=Path, nargs="?", help="the article's crash-lab.mjs (optional)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--control", action="store_true", help="raw RQ a second time in each run, after the lab")
     args = parser.parse_args()
     node = shutil.which("node") if args.script is not None else None
     if args.script is not None and node is None:
@@ -82,6 +90,8 @@ def main() -> None:
         ours: list[float] = []
         ratios: list[float] = []  # each run's, wall
         cpu_ratios: list[float] = []
+        again: list[float] = []  # --control: raw RQ's second time to its first, each run
+        bracketed: list[float] = []  # --control: the lab to the mean of the raw runs either side
         for _ in range(args.repeat):
             before = load_average()
             if node is not None:
@@ -96,10 +106,16 @@ def main() -> None:
             ours.append(our_run)
             ratios.append(our_run / raw_run)
             cpu_ratios.append(our_cpu / raw_cpu)
+            control = ""
+            if args.control:
+                raw_again = timed(raw, work, work / "raw.txt")[0]
+                again.append(raw_again / raw_run)
+                bracketed.append(our_run / ((raw_run + raw_again) / 2))
+                control = f"; raw RQ again {raw_again:.1f} s, {again[-1]:.2f}x its first"
             load = f"load average {before} -> {load_average()}"
             print(
                 f"run: raw RQ {raw_run:.1f} s, testbed chaos {our_run:.1f} s, {ratios[-1]:.2f}x; "
-                f"CPU {raw_cpu:.1f} s and {our_cpu:.1f} s, {cpu_ratios[-1]:.2f}x ({load})"
+                f"CPU {raw_cpu:.1f} s and {our_cpu:.1f} s, {cpu_ratios[-1]:.2f}x{control} ({load})"
             )
         raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
         print(f"machine: {os.cpu_count()} cpus")
@@ -110,6 +126,10 @@ def main() -> None:
         print(f"testbed / raw RQ: {paired:.2f}x, the median of the runs' ratios (target 1.1x or less)")
         print(f"                  {our_wall / raw_wall:.2f}x, the ratio of the medians")
         print(f"                  {statistics.median(cpu_ratios):.2f}x in CPU, the median of the runs' ratios")
+        if args.control:
+            print(f"                  {statistics.median(bracketed):.2f}x against the mean of raw RQ either side")
+            spread = f"from {min(again):.2f}x to {max(again):.2f}x"
+            print(f"raw RQ / raw RQ:  {statistics.median(again):.2f}x, the same program twice in a row ({spread})")
         if node is not None:
             node_wall = statistics.median(node_times)
             version = subprocess.check_output([node, "--version"], text=True).strip()
