@@ -53,6 +53,7 @@ POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
 CHUNK = 1000
 CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
+DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,23 @@ def check_rq_prefix(prefix: str) -> None:
 
     if prefix != rq.defaults.RQ_KEY_PREFIX:
         raise RunFailure(f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r}, not {prefix!r}")
+
+
+def name_a_dead_part(check: Callable[[], None], within: float = DEATH_SHOWS_WITHIN) -> None:
+    """Raises `check`'s PartDied if a part is dead or shows as dead within `within` seconds.
+
+    A SIGKILLed process closes its sockets before its parent can reap it, so the
+    call that failed on its death can come a moment before the death shows.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            check()
+        except (redis_lib.RedisError, httpx.HTTPError, OSError):
+            return  # what the check itself needs is gone: the failed call is all there is to say
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(CHECK_EVERY)
 
 
 @dataclass(slots=True)
@@ -166,7 +184,7 @@ class CellRunner:
             self._run(cells)
         except (redis_lib.RedisError, httpx.HTTPError, OSError) as exc:
             # A part that died shows first as a failed call: name the part if one died.
-            self.stack.check()
+            name_a_dead_part(self.stack.check)
             raise RunFailure(f"the run lost a part of its stack: {type(exc).__name__}: {exc}") from None
         return [self.rows[i] for i in sorted(self.rows)]
 
