@@ -58,13 +58,21 @@ def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(
     worker = subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", "--burst", "q"], env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
-        while not psutil.Process(worker.pid).children():
+        # Started is set in the work-horse, after the worker's signal handlers are in place. A child
+        # alone is no sign: rq's command line imports croniter, which runs `file` on the interpreter.
+        while job.get_status(refresh=True) != "started":
             assert time.monotonic() < deadline and worker.poll() is None, "the job never started"
             time.sleep(0.05)
-        horse = psutil.Process(worker.pid).children()[0]
+        horse = _horse(psutil.Process(worker.pid))
         stop_all([worker], grace=60)
         assert worker.returncode == 0  # not -SIGKILL: it stopped by itself
         assert not horse.is_running()
         assert job.get_status(refresh=True) != "started"
     finally:
         stop_all([worker])
+
+
+def _horse(worker: psutil.Process) -> psutil.Process:
+    """The worker's work-horse: a fork of it, with its command line."""
+    (horse,) = (child for child in worker.children() if child.cmdline() == worker.cmdline())
+    return horse
