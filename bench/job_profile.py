@@ -10,12 +10,15 @@ its children's times) and, for the program itself, from what is left of the
 whole tree's CPU as `wait4` reports it; inside the work-horse from
 `timed_worker`, which also times the handler's parts (its two round trips to
 Redis, its request to the provider, the flow between them) with their page
-faults. Figures are ms of CPU per job, medians of --runs.
+faults. Figures are ms of CPU per job, medians of --runs. Last, what a
+copy-on-write page fault costs on this machine (forked children writing to
+their parent's pages), and so what the work-horses' faults come to.
 """
 
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import shutil
 import statistics
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import psutil
 from throughput import compile_project
-from timed_worker import SEGMENTS  # this folder's, on the path of a script run from it
+from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 
@@ -121,6 +124,37 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
     return per_job
 
 
+def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
+    """The CPU a copy-on-write page fault costs here, in ms: forked children write once
+    to each of `pages` pages of their parent's memory, against children that only
+    read them (the same loop); the kernel's time included, as in a work-horse's."""
+    memory = bytearray(mmap.PAGESIZE * pages)
+    memory[:: mmap.PAGESIZE] = b"\1" * pages  # the parent's own pages, then shared with each child
+    spent: dict[bool, list[tuple[float, int]]] = {False: [], True: []}
+    for _ in range(rounds):
+        for write in (False, True):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                faults, cpu = minor_faults(), time.process_time()
+                for offset in range(0, len(memory), mmap.PAGESIZE):
+                    if write:
+                        memory[offset] = 2
+                    else:
+                        memory[offset]  # read only: the loop's own cost
+                os.write(write_end, f"{time.process_time() - cpu} {minor_faults() - faults}".encode())
+                os._exit(0)
+            os.close(write_end)
+            cpu, faults = os.read(read_end, 100).split()
+            os.close(read_end)
+            os.waitpid(pid, 0)
+            spent[write].append((float(cpu), int(faults)))
+    (read_cpu, read_faults), (write_cpu, write_faults) = (
+        (statistics.median(c for c, _ in spent[w]), statistics.median(f for _, f in spent[w])) for w in (False, True)
+    )
+    return (write_cpu - read_cpu) * 1000 / (write_faults - read_faults)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1000)
@@ -158,6 +192,16 @@ def main() -> None:
         print(f"{label:{width}}  {cells}")
     raw_total, our_total = (statistics.median(r["total"] for r in results[side]) for side in sides)
     print(f"CPU ratio raw RQ / testbed: {raw_total / our_total:.2f}")
+    fault = cow_fault_ms()
+    raw_faults, our_faults, handler_faults = (
+        statistics.median(r[key] for r in results[side])
+        for key, side in (("faults", "raw RQ"), ("faults", "testbed"), ("handler faults", "testbed"))
+    )
+    print(
+        f"a copy-on-write page fault costs {fault * 1000:.1f} µs of CPU here: the work-horse's faults come to "
+        f"{raw_faults * fault:.2f} ms (raw RQ) and {our_faults * fault:.2f} ms (testbed), "
+        f"the lab's handler's to {handler_faults * fault:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

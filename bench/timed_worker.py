@@ -34,18 +34,18 @@ SEGMENTS = {
 _spent = {name: [0.0, 0] for name in SEGMENTS}
 
 
-def _faults() -> int:
+def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     def timed(*args: Any, **kwargs: Any) -> Any:
-        cpu, faults = time.process_time(), _faults()
+        cpu, faults = time.process_time(), minor_faults()
         try:
             return function(*args, **kwargs)
         finally:
             _spent[name][0] += time.process_time() - cpu
-            _spent[name][1] += _faults() - faults
+            _spent[name][1] += minor_faults() - faults
 
     return timed
 
@@ -67,7 +67,7 @@ class TimedWorker(Worker):
             left = time.process_time()
             spent = " ".join(f"{cpu} {faults}" for cpu, faults in _spent.values())
             with open(os.path.join(OUT, f"{os.getpid()}.horse"), "w") as out:
-                out.write(f"{entered} {left - entered} {_faults()} {spent}")
+                out.write(f"{entered} {left - entered} {minor_faults()} {spent}")
             exit_now(code)
 
         os._exit = _exit
