@@ -1,6 +1,6 @@
 """The provider's CPU per send, as the lab's work-horses send: each on a fresh connection from a fresh fork.
 
-    python bench/provider_cost.py [--sends 1500] [--runs 3]
+    python bench/provider_cost.py [--sends 1500] [--runs 3] [--inherited]
 
 The provider is the run's own (`python -m provider` on the run's unix socket,
 its token, its bus on a private Redis), and every send is a new op with an
@@ -11,6 +11,11 @@ over the sends, one at a time. Baseline, in the same run: a bare asyncio
 server on a unix socket in its own process that reads each request and
 answers with a fixed 201, no parsing, no store: what one connection and one
 request cost any Python server on this machine. Medians of --runs.
+With --inherited, the provider is measured a second time with every child
+sending on one connection that this process opened before forking them, as
+a worker could for its work-horses (the lab does not): what a connection
+per send costs the provider and the sending child. Each child's whole CPU,
+fork to exit (`wait4`), is printed too.
 To compare event loops, hide uvloop from the provider: a `uvloop.py` that
 raises ImportError, on PYTHONPATH.
 """
@@ -53,9 +58,14 @@ asyncio.run(main())
 """
 
 
-def cpu_per_send(pid: int, base: str, sends: int, first: int) -> float:
-    """ms of the server's CPU per send, each from a freshly forked child."""
+def cpu_per_send(pid: int, base: str, sends: int, first: int, inherited: bool = False) -> tuple[float, float]:
+    """ms of the server's CPU per send, each from a freshly forked child, and of the child's
+    own. `inherited`: the children send on a connection this process opened."""
     from workers import client
+
+    if inherited:
+        client._connection(base, 10)  # each child finds it open, as it finds its own after a send
+    children: list[float] = []
 
     def forked(n: int) -> None:
         child = os.fork()
@@ -68,7 +78,8 @@ def cpu_per_send(pid: int, base: str, sends: int, first: int) -> float:
                 code = 0 if reply.status == 201 else 1
             finally:
                 os._exit(code)
-        _, status = os.waitpid(child, 0)
+        _, status, usage = os.wait4(child, 0)
+        children.append(usage.ru_utime + usage.ru_stime)
         if status != 0:
             raise SystemExit(f"a send to {base} was not answered 201")
 
@@ -76,9 +87,12 @@ def cpu_per_send(pid: int, base: str, sends: int, first: int) -> float:
     for n in range(first, first + WARM):  # the server's first requests import and compile
         forked(n)
     before = sum(server.cpu_times()[:2])
+    children.clear()
     for n in range(first + WARM, first + WARM + sends):
         forked(n)
-    return (sum(server.cpu_times()[:2]) - before) * 1000 / sends
+    spent = (sum(server.cpu_times()[:2]) - before) * 1000 / sends
+    client._close()
+    return spent, statistics.mean(children) * 1000
 
 
 @contextmanager
@@ -110,25 +124,45 @@ def servers(work: Path) -> Iterator[dict[str, tuple[int, str]]]:
         redis.stop()
 
 
+INHERITED = "provider, one inherited connection"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=1500)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--inherited", action="store_true", help="the provider again, on one inherited connection")
     args = parser.parse_args()
+    sides = ["provider", "bare server", *([INHERITED] if args.inherited else [])]
+    server: dict[str, list[float]] = {side: [] for side in sides}
+    child: dict[str, list[float]] = {side: [] for side in sides}
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
-    spent: dict[str, list[float]] = {"provider": [], "bare server": []}
     try:
         with servers(work) as running:
             for run in range(args.runs):
-                for name, (pid, base) in running.items():  # taking turns
-                    first = run * (args.sends + WARM)
-                    spent[name].append(cpu_per_send(pid, base, args.sends, first))
-                print(", ".join(f"{name} {ms[-1]:.3f} ms" for name, ms in spent.items()) + " of CPU per send")
+                for n, side in enumerate(sides):  # taking turns
+                    pid, base = running["bare server" if side == "bare server" else "provider"]
+                    first = (run * len(sides) + n) * (args.sends + WARM)  # every send a new op
+                    ours, theirs = cpu_per_send(pid, base, args.sends, first, inherited=side == INHERITED)
+                    server[side].append(ours)
+                    child[side].append(theirs)
+                print(
+                    ", ".join(f"{side} {server[side][-1]:.3f} ms" for side in sides)
+                    + " of CPU per send; each sending child: "
+                    + ", ".join(f"{child[side][-1]:.3f} ms" for side in sides)
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    ours, floor = (statistics.median(ms) for ms in spent.values())
+    ours, floor = (statistics.median(server[side]) for side in ("provider", "bare server"))
     print(f"{os.cpu_count()} cpus, {args.sends} sends per run, medians of {args.runs}:")
     print(f"provider {ours:.3f} ms, bare server {floor:.3f} ms of CPU per send: {ours / floor:.2f}x the bare server")
+    if args.inherited:
+        kept = statistics.median(server[INHERITED])
+        fresh, reused = (statistics.median(child[side]) for side in ("provider", INHERITED))
+        print(
+            f"on one inherited connection: provider {kept:.3f} ms a send ({ours - kept:.3f} less), "
+            f"each sending child {reused:.3f} ms against {fresh:.3f} ms ({fresh - reused:.3f} less)"
+        )
 
 
 if __name__ == "__main__":
