@@ -3,14 +3,14 @@
     python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
-(RQ's forking Worker, recording each work-horse): raw RQ (`raw_rq.py`, no-op
-jobs) and `testbed load --kill-rate 0`, taking turns. CPU by role comes from
-polling every process of the program (psutil; a worker's work-horses are in
-its children's times) and, for the program itself, from what is left of the
-whole tree's CPU as `wait4` reports it; inside the work-horse from
-`timed_worker`, which also times the handler's parts (its two round trips to
-Redis, its request to the provider, the flow between them) with their page
-faults. Figures are ms of CPU per job, medians of --runs. Last, what a
+(the lab's worker class, RQ's forking Worker, recording each work-horse): raw
+RQ (`raw_rq.py`, no-op jobs) and `testbed load --kill-rate 0`, taking turns.
+CPU by role comes from polling every process of the program (psutil; a
+worker's work-horses are in its children's times) and, for the program
+itself, from what is left of the whole tree's CPU as `wait4` reports it;
+inside the work-horse from `timed_worker`, which also times the handler's
+parts (its two round trips to Redis, its request to the provider, the flow
+between them) with their page faults. Figures are ms of CPU per job, medians of --runs. Last, what a
 copy-on-write page fault costs on this machine (forked children writing to
 their parent's pages), and so what the work-horses' faults come to.
 """

@@ -1,4 +1,4 @@
-"""An RQ worker that records what each of its work-horses cost, for `job_profile.py`.
+"""An RQ worker of the lab's class that records what each of its work-horses cost, for `job_profile.py`.
 
     RQ_WORKER_CLASS=timed_worker.TimedWorker  (with this folder on PYTHONPATH)
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rq.worker import Worker
+from workers.worker import Worker
 
 OUT = os.environ.get("JOB_PROFILE_DIR", ".")
 

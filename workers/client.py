@@ -4,12 +4,15 @@ HTTP/1.1 written here and read by `httptools` (the C parser the provider's
 server uses too): a work-horse lives for one job, and on that path
 `http.client` costs about a millisecond of CPU more per request, most of it
 parsing the answer's head through the email package, in a process that
-touches that code for the first time. One keep-alive connection per
-work-horse, opened on first use.
+touches that code for the first time. One keep-alive connection, opened on
+first use, or before the fork by the worker (`keep_open`) for a provider on
+a unix socket: then every work-horse of that worker sends on it, and one
+that gives up on it mid-request shuts it down for the worker too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -29,6 +32,10 @@ from labcore.endpoints import unix_path
 # The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
 _AUTH = "".join(f"{name}: {value}\r\n" for name, value in bearer(os.environ.get(TOKEN_ENV)).items())
 _CHUNK = 65536
+_KEEP_OPEN_TIMEOUT = 1.0
+# A connection the worker keeps is used again only this soon after its last work-horse
+# ended: uvicorn, the provider's server, closes a connection idle for 5 s.
+_IDLE_LIMIT = 1.0
 
 
 class Timeout(Exception):
@@ -90,6 +97,7 @@ class _Connection:
 
 
 _conn: _Connection | None = None
+_idle_since = 0.0  # in a worker that keeps the connection open: when its last work-horse ended
 
 
 def _connect(base: str, timeout: float) -> _Connection:
@@ -120,16 +128,46 @@ def _connection(base: str, timeout: float) -> _Connection:
     """The work-horse's connection to `base`, made if there is none (or the provider closed it)."""
     global _conn
     if _conn is not None and (_conn.base != base or _dropped(_conn.sock)):
-        _close()  # the provider closed it (it restarted): reconnect rather than send into it
+        drop()  # the provider closed it (it restarted): reconnect rather than send into it
     if _conn is None:
         _conn = _connect(base, timeout)
     _conn.sock.settimeout(timeout)
     return _conn
 
 
-def _close() -> None:
+def keep_open(base: str) -> None:
+    """In the worker, before it forks a work-horse: the connection to `base` that the
+    work-horse will find open, if `base` is a unix socket that answers. A provider on
+    the network is left to each work-horse: a connect there is subject to the faults
+    the run makes on the network (a partition), and those are the work-horse's."""
+    global _idle_since
+    if unix_path(base) is None:
+        return
+    if _conn is not None and time.monotonic() - _idle_since > _IDLE_LIMIT:
+        drop()  # the provider may be closing it as the work-horse sends: it ends idle connections
+    # Not there (a provider restarting): each work-horse connects, and retries, on its own.
+    with contextlib.suppress(_NotSent):
+        _connection(base, _KEEP_OPEN_TIMEOUT)
+    _idle_since = time.monotonic()
+
+
+def horse_ended(clean: bool) -> None:
+    """In the worker, once a work-horse forked with its connection is gone. Not `clean`
+    (killed, or dead of an error): it may have left half a request or an unread answer."""
+    global _idle_since
+    if not clean:
+        drop()
+    _idle_since = time.monotonic()
+
+
+def drop() -> None:
+    """The connection is unusable by anyone: half a request may be on it, or an
+    answer nobody read. Shut down, not only closed: a worker and the work-horses it
+    forked share it, and the provider must see it end."""
     global _conn
     if _conn is not None:
+        with contextlib.suppress(OSError):  # already reset by the peer
+            _conn.sock.shutdown(socket.SHUT_RDWR)
         _conn.sock.close()
         _conn = None
 
@@ -196,15 +234,15 @@ def _once(
         conn.sock.sendall(_head(method, path, conn.host, headers, body) + (body or b""))
         _read(conn.sock, parser, answer, f"{method} {path}")
     except TimeoutError as exc:
-        _close()
+        drop()
         raise Timeout(f"{method} {path} timed out after {timeout} s") from exc
-    except (OSError, httptools.HttpParserError):
-        _close()
+    except BaseException:  # an error, or the job's own timeout, in the middle of the exchange
+        drop()
         raise
     status = parser.get_status_code()
     # (httptools' should_keep_alive() reads False once the answer is complete: from the head.)
     if not answer.done or parser.get_http_version() != "1.1" or answer.headers.get("connection", "").lower() == "close":
-        _close()
+        drop()
     try:
         parsed = json.loads(answer.body) if answer.body else {}
     except ValueError:

@@ -1,23 +1,54 @@
-"""The lab's RQ worker: RQ's own forking Worker, stopping without its shutdown's one-second stall.
+"""The lab's RQ worker: RQ's own forking Worker, stopping without its shutdown's one-second stall,
+and keeping its work-horses' connection to the run's provider open between jobs.
 
 A worker's pubsub thread (RQ's commands to it) blocks on its connection. At
 shutdown RQ unsubscribes first and trips the thread's flag after: when the
 unsubscribe's answer reaches the thread in between, the thread waits again,
 for up to 60 s, and RQ's join gives up on it after one second (rq/rq#1613).
 In the lab that second came at the end of about every other run. Tripping
-the flag first lets the answer end the thread. Nothing else differs from
-RQ's Worker: the jobs, their work-horses and RQ's bookkeeping are its own.
+the flag first lets the answer end the thread.
+
+Before it forks a work-horse for the lab's handler, the worker opens (or
+keeps) a connection to the provider's unix socket, and the work-horse sends
+on it: no connect, accept and close for every job (`workers.client`). A
+work-horse that did not exit cleanly may have left half a request or an
+unread answer on it: the worker drops it then. Nothing else differs from
+RQ's Worker: the jobs, their work-horses and RQ's bookkeeping are its own,
+and other jobs (raw RQ's, users') are forked as RQ forks them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from rq.worker import Worker as RQWorker
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
+# The lab's job function (`workers.handler.perform`), named here so that a worker of this
+# class imports the handler only for its jobs: raw RQ's workers in the benchmarks are of it too.
+HANDLER = "workers.handler.perform"
 
 
 class Worker(RQWorker):
+    _keeps_connection = False  # the job at hand is the lab's: its work-horse sends on the worker's connection
+
     def unsubscribe(self) -> None:
         if self.pubsub_thread:
             self.pubsub_thread.stop()
         super().unsubscribe()
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        self._keeps_connection = job.func_name == HANDLER
+        if self._keeps_connection:
+            from workers import client  # preloaded by the lab's zygote
+
+            client.keep_open(job.args[0]["provider"])
+        super().execute_job(job, queue)
+
+    def wait_for_horse(self) -> Any:
+        pid, status, usage = super().wait_for_horse()
+        if pid is not None and self._keeps_connection:
+            from workers import client
+
+            client.horse_ended(clean=status == 0)
+        return pid, status, usage

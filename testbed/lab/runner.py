@@ -40,8 +40,8 @@ from testbed.nemesis.controller import Controller
 from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
 from workers.handler import JobSpec
+from workers.worker import HANDLER as JOB_FUNCTION
 
-JOB_FUNCTION = "workers.handler.perform"
 JOB_TIMEOUT = 180
 # Long enough to read a failed job's record during and after the run.
 FAILURE_TTL = 24 * 3600
