@@ -10,9 +10,10 @@ worker's work-horses are in its children's times) and, for the program
 itself, from what is left of the whole tree's CPU as `wait4` reports it;
 inside the work-horse from `timed_worker`, which also times the handler's
 parts (its two round trips to Redis, its request to the provider, the flow
-between them) with their page faults. Figures are ms of CPU per job, medians of --runs. Last, what a
-copy-on-write page fault costs on this machine (forked children writing to
-their parent's pages), and so what the work-horses' faults come to.
+between them) with their page faults. Figures are ms of CPU per job,
+medians of --runs. Last, what a copy-on-write page fault costs on this
+machine (forked children writing to their parent's pages), and so what the
+work-horses' faults come to.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The provider's CPU per send, as the lab's work-horses send: each on a fresh connection from a fresh fork.
+"""The provider's CPU per send from freshly forked clients: on a fresh connection each, or on their worker's.
 
     python bench/provider_cost.py [--sends 1500] [--runs 3] [--inherited]
 
@@ -11,11 +11,13 @@ over the sends, one at a time. Baseline, in the same run: a bare asyncio
 server on a unix socket in its own process that reads each request and
 answers with a fixed 201, no parsing, no store: what one connection and one
 request cost any Python server on this machine. Medians of --runs.
-With --inherited, the provider is measured a second time with every child
-sending on one connection that this process opened before forking them, as
-a worker could for its work-horses (the lab does not): what a connection
-per send costs the provider and the sending child. Each child's whole CPU,
-fork to exit (`wait4`), is printed too.
+Each send on a fresh connection is what a work-horse does with a provider on
+the network; with --inherited, the provider is measured a second time with
+every child sending on the connection this process keeps for them, as a
+lab's worker keeps one on the run's unix socket (`client.keep_open` before
+each fork, `client.horse_ended` after): what a connection per send costs the
+provider and the sending child. Each child's whole CPU, fork to exit
+(`wait4`), is printed too.
 To compare event loops, hide uvloop from the provider: a `uvloop.py` that
 raises ImportError, on PYTHONPATH.
 """
@@ -63,11 +65,11 @@ def cpu_per_send(pid: int, base: str, sends: int, first: int, inherited: bool = 
     own. `inherited`: the children send on a connection this process opened."""
     from workers import client
 
-    if inherited:
-        client._connection(base, 10)  # each child finds it open, as it finds its own after a send
     children: list[float] = []
 
     def forked(n: int) -> None:
+        if inherited:
+            client.keep_open(base)
         child = os.fork()
         if child == 0:
             code = 1
@@ -79,6 +81,8 @@ def cpu_per_send(pid: int, base: str, sends: int, first: int, inherited: bool = 
             finally:
                 os._exit(code)
         _, status, usage = os.wait4(child, 0)
+        if inherited:
+            client.horse_ended(clean=status == 0)
         children.append(usage.ru_utime + usage.ru_stime)
         if status != 0:
             raise SystemExit(f"a send to {base} was not answered 201")
@@ -91,7 +95,7 @@ def cpu_per_send(pid: int, base: str, sends: int, first: int, inherited: bool = 
     for n in range(first + WARM, first + WARM + sends):
         forked(n)
     spent = (sum(server.cpu_times()[:2]) - before) * 1000 / sends
-    client._close()
+    client.drop()
     return spent, statistics.mean(children) * 1000
 
 

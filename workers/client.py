@@ -94,10 +94,11 @@ class _Connection:
     base: str
     host: str  # the Host header
     sock: socket.socket
+    # Kept by a worker for its work-horses: since when nobody has used it (its last work-horse's end).
+    idle_since: float = field(default_factory=time.monotonic)
 
 
 _conn: _Connection | None = None
-_idle_since = 0.0  # in a worker that keeps the connection open: when its last work-horse ended
 
 
 def _connect(base: str, timeout: float) -> _Connection:
@@ -140,24 +141,22 @@ def keep_open(base: str) -> None:
     work-horse will find open, if `base` is a unix socket that answers. A provider on
     the network is left to each work-horse: a connect there is subject to the faults
     the run makes on the network (a partition), and those are the work-horse's."""
-    global _idle_since
     if unix_path(base) is None:
         return
-    if _conn is not None and time.monotonic() - _idle_since > _IDLE_LIMIT:
+    if _conn is not None and time.monotonic() - _conn.idle_since > _IDLE_LIMIT:
         drop()  # the provider may be closing it as the work-horse sends: it ends idle connections
     # Not there (a provider restarting): each work-horse connects, and retries, on its own.
     with contextlib.suppress(_NotSent):
         _connection(base, _KEEP_OPEN_TIMEOUT)
-    _idle_since = time.monotonic()
 
 
 def horse_ended(clean: bool) -> None:
     """In the worker, once a work-horse forked with its connection is gone. Not `clean`
     (killed, or dead of an error): it may have left half a request or an unread answer."""
-    global _idle_since
     if not clean:
         drop()
-    _idle_since = time.monotonic()
+    elif _conn is not None:
+        _conn.idle_since = time.monotonic()
 
 
 def drop() -> None:

@@ -54,6 +54,8 @@ INFLIGHT_WAIT = 10.0
 CHUNK = 1000
 CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
 DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
+# How a part's death first shows in the run's own calls to Redis and the provider.
+FAILED_CALL = (redis_lib.RedisError, httpx.HTTPError, OSError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ def name_a_dead_part(check: Callable[[], None], within: float = DEATH_SHOWS_WITH
     while True:
         try:
             check()
-        except (redis_lib.RedisError, httpx.HTTPError, OSError):
+        except FAILED_CALL:
             return  # what the check itself needs is gone: the failed call is all there is to say
         if time.monotonic() >= deadline:
             return
@@ -182,7 +184,7 @@ class CellRunner:
         already judged in `self.rows`."""
         try:
             self._run(cells)
-        except (redis_lib.RedisError, httpx.HTTPError, OSError) as exc:
+        except FAILED_CALL as exc:
             # A part that died shows first as a failed call: name the part if one died.
             name_a_dead_part(self.stack.check)
             raise RunFailure(f"the run lost a part of its stack: {type(exc).__name__}: {exc}") from None
