@@ -1,6 +1,7 @@
 """Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
 
     python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key]
+    python bench/job_profile.py --chaos [--runs 2]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
 (the lab's worker class, RQ's forking Worker, recording each work-horse): raw
@@ -11,7 +12,12 @@ itself, from what is left of the whole tree's CPU as `wait4` reports it;
 inside the work-horse from `timed_worker`, which also times the handler's
 parts (its two round trips to Redis, its request to the provider, the flow
 between them) with their page faults. Figures are ms of CPU per job,
-medians of --runs. Last, what a copy-on-write page fault costs on this
+medians of --runs. With --chaos, the lab's side is the default 12-cell
+`testbed chaos` instead, against raw RQ draining as many jobs on as many
+workers (1,280 on 4, as `article_speed.py` times them): the same table for
+the run that benchmark times, its kills and RQ's failure handling included
+(a killed work-horse records nothing inside, so the work-horse's parts are
+means over those that finished). Last, what a copy-on-write page fault costs on this
 machine (forked children writing to their parent's pages), and so what the
 work-horses' faults come to.
 """
@@ -31,6 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+from article_speed import CHAOS_JOBS, CHAOS_WORKERS
 from throughput import compile_project
 from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
@@ -158,19 +165,27 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=1000)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ops", type=int, help="1000 (with --chaos: the run's 1,280 jobs)")
+    parser.add_argument("--workers", type=int, help="2 (with --chaos: the run's 4)")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--strategy", default="provider-key")
+    parser.add_argument("--chaos", action="store_true", help="the default `testbed chaos` instead of `testbed load`")
     args = parser.parse_args()
+    if args.chaos and (args.ops or args.workers):
+        parser.error("--chaos runs the default chaos run: its jobs and workers are its own")
+    args.ops = args.ops or (CHAOS_JOBS if args.chaos else 1000)
+    args.workers = args.workers or (CHAOS_WORKERS if args.chaos else 2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": "timed_worker.TimedWorker"}
-    load = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", args.strategy]
+    if args.chaos:
+        lab = ["chaos"]
+    else:
+        lab = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", args.strategy]
     sides = {
         "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(args.ops), str(args.workers)],
-        "testbed": [sys.executable, "-m", "testbed", *load, "--no-store", "--json", str(work / "load.json")],
+        "testbed": [sys.executable, "-m", "testbed", *lab, "--no-store", "--json", str(work / "run.json")],
     }
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     try:
@@ -181,7 +196,9 @@ def main() -> None:
                 results[side].append(run(argv, env | {"JOB_PROFILE_DIR": str(horses)}, args.ops, horses))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus; ms of CPU per job, medians of {args.runs}")
+    what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
+    print(f"{what}: {args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus", end="; ")
+    print(f"ms of CPU per job, medians of {args.runs}")
     width = max(len(label) for _, label in ROWS)
     print(f"{'':{width}}  {'raw RQ':>8}  {'testbed':>8}")
     for key, label in ROWS:
