@@ -11,8 +11,9 @@ Everything is a Redis list under the run prefix.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from labcore import events
@@ -28,6 +29,12 @@ HOLD_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 60.0
 _KEY_TTL = 600
 _BLOCK = 1.0  # the longest a single blocking command may wait
+
+
+class Wake(Enum):
+    """What `Bus.next` returns for a push to one of the lists it was also given to wait on."""
+
+    DRAINED = "a cell's last job may have returned"
 
 
 class Bus:
@@ -91,9 +98,13 @@ class Bus:
     def await_acted(self, hit: str, timeout: float = HOLD_TIMEOUT) -> bool:
         return _poll(self.redis, [self.keys.acted(hit)], timeout)
 
-    def next(self, timeout: float) -> Hit | Event | None:
-        popped = self.redis.blpop([self.keys.bus], timeout=timeout)
-        return None if popped is None else events.decode(popped[1])
+    def next(self, timeout: float, drained: Sequence[str] = ()) -> Hit | Event | Wake | None:
+        """The bus's next message, or a wake from one of the `drained` lists
+        (labcore.keys.CellKeys.drained); the bus comes first when both have one."""
+        popped = self.redis.blpop([self.keys.bus, *drained], timeout=timeout)
+        if popped is None:
+            return None
+        return events.decode(popped[1]) if popped[0].decode() == self.keys.bus else Wake.DRAINED
 
     def queued(self) -> Iterator[Hit | Event]:
         """What is on the bus now, without waiting: a blocking pop waits out its

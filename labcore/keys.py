@@ -106,3 +106,14 @@ class CellKeys:
     def ended(self) -> str:
         """Count of jobs whose handler returned."""
         return f"{self.base}:ended"
+
+    @property
+    def total(self) -> str:
+        """How many jobs the cell runs in all: its ops, and the jobs the planner adds.
+        The job whose end brings `ended` to it pushes to `drained`."""
+        return f"{self.base}:total"
+
+    @property
+    def drained(self) -> str:
+        """What wakes the run's loop when the cell's last job may have returned."""
+        return f"{self.base}:drained"

@@ -21,7 +21,14 @@ class Ledger:
 
     def finish(self, op: str, result: Result, marker: Marker | None = None) -> None:
         """The job is about to return: record what the application now believes,
-        after the attempt's last marker if it is still to be written (one round trip)."""
-        last = () if marker is None else (("HSET", self._keys.ledger, op, marker.encode()),)
+        after the attempt's last marker if it is still to be written (one round trip).
+        The job that may be its cell's last wakes the run's loop (a second round trip,
+        once a cell or so), which would otherwise see the cell's end at its next check."""
+        k = self._keys
+        last = () if marker is None else (("HSET", k.ledger, op, marker.encode()),)
         outcome = records.encode(result.outcome, result.detail)
-        batch(self._redis, *last, ("HSET", self._keys.outcomes, op, outcome), ("INCR", self._keys.ended))
+        *_, ended, total = batch(
+            self._redis, *last, ("HSET", k.outcomes, op, outcome), ("INCR", k.ended), ("GET", k.total)
+        )
+        if total is not None and ended >= int(total):
+            self._redis.rpush(k.drained, op)

@@ -18,6 +18,7 @@ import redis as redis_lib
 from rq import Queue, Retry
 
 from labcore import plan as plans
+from labcore.bus import Wake
 from labcore.credentials import new_secret
 from labcore.events import EventKind, Noted
 from labcore.faults import RULES
@@ -199,10 +200,13 @@ class CellRunner:
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
-            # Woken by the bus, else at the next check: a cell's end is seen within CHECK_EVERY
+            # Woken by the bus or by a cell's last job (workers.ledger), else at the next check
             # (a timeout of 0 would block for ever).
-            message = self.stack.bus.next(timeout=max(0.005, next_check - time.monotonic()))
-            if message is not None:
+            drained = [r.keys.drained for r in self._running.values()]
+            message = self.stack.bus.next(max(0.005, next_check - time.monotonic()), drained)
+            if message is Wake.DRAINED:
+                next_check = 0.0
+            elif message is not None:
                 self.controller.handle(message)
             if time.monotonic() < next_check:
                 continue
@@ -263,6 +267,7 @@ class CellRunner:
             self.run_dir.record(CELL, ledger=ledger, **where)
             sink = functools.partial(_record_event, self.run_dir, where)
         self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
+        s.redis.set(running.keys.total, o.ops)  # before any job: the one that ends last wakes the loop
         self._enqueue(running, o.ops if o.window is None else min(o.ops, o.window))
         return running
 
@@ -362,6 +367,7 @@ class CellRunner:
         """A job the planner adds for an op (a duplicate of it, or a re-minted one)."""
         r = self._running[cell_id]
         r.extra += 1
+        self.stack.redis.incr(r.keys.total)
         self.queue.enqueue_many([self._job(r, seq, op, kind, at_front)])
 
 

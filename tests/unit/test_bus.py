@@ -4,7 +4,7 @@ import fakeredis
 import pytest
 
 from labcore.boundaries import Boundary
-from labcore.bus import Bus
+from labcore.bus import Bus, Wake
 from labcore.events import Event, EventKind, Hit, Side
 from labcore.faults import Fault, Release
 from labcore.ids import HitId
@@ -71,3 +71,13 @@ def test_a_malformed_hit_header_is_a_value_error():
     for bad in ('{"hit": 1}', "[]", '{"attempt": "1"}', "not json"):
         with pytest.raises(ValueError):
             Hit.from_header(bad)
+
+
+def test_a_drained_cell_wakes_the_loop_and_the_bus_comes_first(bus):
+    cell = bus.keys.cell("c001")
+    bus.redis.rpush(cell.drained, "op-100")
+    assert bus.next(timeout=0.01) is None  # a list the caller did not name is not waited on
+    bus.emit(Event(EventKind.CONTACT, "c001", "op-10", 1, 7, "w2", 1.5, {"answer": "201"}))
+    assert isinstance(bus.next(timeout=0.1, drained=[cell.drained]), Event)
+    assert bus.next(timeout=0.1, drained=[cell.drained]) is Wake.DRAINED
+    assert bus.next(timeout=0.01, drained=[cell.drained]) is None
