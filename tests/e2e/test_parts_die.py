@@ -32,12 +32,14 @@ def kill_part(seen, marker: str) -> int:
     a process forked without exec (the zygote's workers) keeps its parent's command line."""
     matching = {}
     for pid, _ in seen:
+        # Work-horses match the zygote's command line too, and may end at any moment:
+        # each process's parent is read while it is known to be there.
         with contextlib.suppress(psutil.NoSuchProcess):
             process = psutil.Process(pid)
             if marker in " ".join(process.cmdline()):
-                matching[pid] = process
-    for pid, process in matching.items():
-        if process.ppid() not in matching:
+                matching[pid] = (process, process.ppid())
+    for pid, (process, parent) in matching.items():
+        if parent not in matching:
             process.kill()
             return pid
     raise AssertionError(f"no process of the run matches {marker!r}")
