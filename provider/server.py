@@ -108,11 +108,16 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # A signal handler runs between two bytecodes of the main thread, which serves
         # every request: with no request task, no request is inside the store.
-        if sig == signal.SIGTERM and self._dies_by_sigterm and self.started and not self.server_state.tasks:
+        if sig == signal.SIGTERM and self._dies_by_sigterm and self.started and not self._in_progress():
             self._close()
             signal.signal(sig, signal.SIG_DFL)
             signal.raise_signal(sig)
         super().handle_exit(sig, frame)
+
+    def _in_progress(self) -> bool:
+        """A request's task leaves uvicorn's set by a done callback, queued behind the
+        write of its answer: a client woken by that write can stop us before it runs."""
+        return any(not task.done() for task in self.server_state.tasks)
 
 
 class _Protocol(HttpToolsProtocol):
