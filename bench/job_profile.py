@@ -180,9 +180,10 @@ def main() -> None:
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": "timed_worker.TimedWorker"}
     if args.chaos:
-        lab = ["chaos"]
+        lab, what = ["chaos"], "testbed chaos"
     else:
         lab = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", args.strategy]
+        what = f"testbed load -s {args.strategy}"
     sides = {
         "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(args.ops), str(args.workers)],
         "testbed": [sys.executable, "-m", "testbed", *lab, "--no-store", "--json", str(work / "run.json")],
@@ -196,7 +197,6 @@ def main() -> None:
                 results[side].append(run(argv, env | {"JOB_PROFILE_DIR": str(horses)}, args.ops, horses))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
     print(f"{what}: {args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus", end="; ")
     print(f"ms of CPU per job, medians of {args.runs}")
     width = max(len(label) for _, label in ROWS)

@@ -267,7 +267,6 @@ class CellRunner:
             self.run_dir.record(CELL, ledger=ledger, **where)
             sink = functools.partial(_record_event, self.run_dir, where)
         self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
-        s.redis.set(running.keys.total, o.ops)  # before any job: the one that ends last wakes the loop
         self._enqueue(running, o.ops if o.window is None else min(o.ops, o.window))
         return running
 
@@ -286,11 +285,11 @@ class CellRunner:
         done = []
         for r, count in zip(cells, ended, strict=True):
             r.over = int(count or 0) + sum(JobId.of_cell(f, r.id) for f in self._failed)
-            if r.over >= o.ops + r.extra:
+            if r.over >= self._total(r):
                 done.append(r)
             elif time.monotonic() - r.started > o.cell_timeout:
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
-                raise RunFailure(f"{late} ({r.over}/{o.ops + r.extra} jobs over)")
+                raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over)")
         if done:  # what the finished jobs reported must reach the controller first
             for message in s.bus.queued():
                 self.controller.handle(message)
@@ -328,13 +327,16 @@ class CellRunner:
         return row
 
     def _progress(self, r: _Running, now: float) -> Progress:
-        return Progress(r.cell, r.over, self.options.ops + r.extra, self.controller.kills(r.id), now - r.started)
+        return Progress(r.cell, r.over, self._total(r), self.controller.kills(r.id), now - r.started)
 
     def _store_intents(self, r: _Running, declines: bool) -> None:
-        """Every op's identity and payload is persisted before anything is enqueued."""
+        """Every op's identity and payload, and the cell's total, are persisted before
+        anything is enqueued (the job that ends last wakes the loop: workers.ledger)."""
         o = self.options
         for chunk in _chunks(1, o.ops):
             with self.stack.redis.pipeline(transaction=False) as pipe:
+                if chunk.start == 1:
+                    pipe.set(r.keys.total, self._total(r))
                 for seq in chunk:
                     armed = r.plan.armed(seq)
                     op = make_op(seq, o.seed, declined=declines and bool(armed))
@@ -367,8 +369,12 @@ class CellRunner:
         """A job the planner adds for an op (a duplicate of it, or a re-minted one)."""
         r = self._running[cell_id]
         r.extra += 1
-        self.stack.redis.incr(r.keys.total)
+        self.stack.redis.set(r.keys.total, self._total(r))
         self.queue.enqueue_many([self._job(r, seq, op, kind, at_front)])
+
+    def _total(self, r: _Running) -> int:
+        """The jobs a cell runs in all: it is over when this many have returned or failed."""
+        return self.options.ops + r.extra
 
 
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
