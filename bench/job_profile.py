@@ -96,7 +96,9 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
             family = []
         for process in family:
             try:
-                role = last[process.pid][0] if process.pid in last else _role(process, workers, proc.pid)
+                # Known once placed: a child seen between its fork and its exec has its parent's command line.
+                known = last.get(process.pid, ("other",))[0]
+                role = known if known != "other" else _role(process, workers, proc.pid)
                 times = process.cpu_times()
             except psutil.Error:
                 continue
