@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from throughput import compile_project  # this folder's, on the path of a script run from it
+from throughput import compile_project, programs  # this folder's, on the path of a script run from it
+from timed_worker import minor_faults
 
 from workers.worker import Worker
 
@@ -39,11 +39,6 @@ OUT = os.environ.get("FAULT_LINES_DIR", ".")
 CLASS = f"{Path(__file__).stem}.FaultLinesWorker"
 # The lab's workers preload its handler before RQ loads this class; raw RQ's workers do not.
 _HANDLER = sys.modules["workers.handler"].perform.__code__ if "workers.handler" in sys.modules else None
-
-
-def minor_faults() -> int:
-    # Not timed_worker's: importing that module wraps the lab's handler in a worker.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 class FaultLinesWorker(Worker):
@@ -111,20 +106,14 @@ def main() -> None:
         parser.error("--ops, --workers and --top are at least 1")
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
-    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": CLASS}
-    lab = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", "provider-key"]
-    sides = {
-        "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(args.ops), str(args.workers)],
-        "testbed": [sys.executable, "-m", "testbed", *lab, "--no-store", "--json", str(work / "run.json")],
-    }
+    env, sides = programs(CLASS, work, args.ops, args.workers)
     try:
         traced = {}
         for side, argv in sides.items():
             folder = work / side.replace(" ", "-")
             folder.mkdir()
-            out = subprocess.DEVNULL
-            subprocess.run(argv, env=env | {"FAULT_LINES_DIR": str(folder)}, stdout=out, cwd=HERE.parent, check=True)
+            env_side = env | {"FAULT_LINES_DIR": str(folder)}
+            subprocess.run(argv, env=env_side, stdout=subprocess.DEVNULL, cwd=HERE.parent, check=True)
             traced[side] = read(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -30,7 +30,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import psutil
 from article_speed import CHAOS_JOBS, CHAOS_WORKERS
-from throughput import compile_project
+from throughput import compile_project, programs
 from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
@@ -179,17 +178,8 @@ def main() -> None:
     args.workers = args.workers or (CHAOS_WORKERS if args.chaos else 2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
-    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": "timed_worker.TimedWorker"}
-    if args.chaos:
-        lab, what = ["chaos"], "testbed chaos"
-    else:
-        lab = ["load", "--kill-rate", "0", "--ops", str(args.ops), "--workers", str(args.workers), "-s", args.strategy]
-        what = f"testbed load -s {args.strategy}"
-    sides = {
-        "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(args.ops), str(args.workers)],
-        "testbed": [sys.executable, "-m", "testbed", *lab, "--no-store", "--json", str(work / "run.json")],
-    }
+    env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)
+    what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     try:
         for n in range(args.runs):

@@ -120,6 +120,23 @@ def compile_project() -> None:
             sys.exit(f"could not compile {folder}")
 
 
+def programs(
+    worker_class: str, work: Path, ops: int, workers: int, strategy: str = "provider-key", chaos: bool = False
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The environment (this folder on the path, the workers of `worker_class`) and the two
+    sides' programs: raw RQ draining `ops` no-op jobs, and `testbed load` with no kills (or
+    the default `testbed chaos`) on as many workers."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": worker_class}
+    lab = ["load", "--kill-rate", "0", "--ops", str(ops), "--workers", str(workers), "-s", strategy]
+    sides = {
+        "raw RQ": [sys.executable, str(HERE / "raw_rq.py"), str(ops), str(workers)],
+        "testbed": [sys.executable, "-m", "testbed", *(["chaos"] if chaos else lab), "--no-store"],
+    }
+    sides["testbed"] += ["--json", str(work / "run.json")]
+    return env, sides
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=2000)

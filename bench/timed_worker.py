@@ -8,7 +8,8 @@ used on entering RQ's `main_work_horse` (the fork's return) and on calling
 CPU and the page faults of the lab's handler and of its parts (SEGMENTS);
 and in <pid>.whole the whole work-horse as the kernel reports it to its
 worker (`os.wait4`: fork to exit, the teardown included). For measuring
-only: it patches `os._exit` in the work-horse and wraps the lab's functions.
+only: it patches `os._exit` in the work-horse and wraps the lab's functions
+(in the worker, when it is made).
 """
 
 from __future__ import annotations
@@ -50,15 +51,27 @@ def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return timed
 
 
-# The lab's workers preload its handler before RQ loads this class; raw RQ's workers do not,
-# and must not be given it here.
-if "workers.handler" in sys.modules:
-    for _name, (_module, _owner, _attribute) in SEGMENTS.items():
-        _holder = getattr(sys.modules[_module], _owner) if _owner else sys.modules[_module]
-        setattr(_holder, _attribute, _timed(_name, getattr(_holder, _attribute)))
+def _wrap_segments() -> None:
+    """The lab's functions timed, once per worker process, when its worker is made (not at
+    import: `fault_lines.py` imports this module for `minor_faults`). The lab's workers
+    preload its handler; raw RQ's workers do not, and must not be given it here."""
+    global _wrapped
+    if _wrapped or "workers.handler" not in sys.modules:
+        return
+    _wrapped = True
+    for name, (module, owner, attribute) in SEGMENTS.items():
+        holder = getattr(sys.modules[module], owner) if owner else sys.modules[module]
+        setattr(holder, attribute, _timed(name, getattr(holder, attribute)))
+
+
+_wrapped = False
 
 
 class TimedWorker(Worker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _wrap_segments()
+
     def main_work_horse(self, job: Any, queue: Any) -> None:
         entered = time.process_time()
         exit_now = os._exit

@@ -1,4 +1,5 @@
-"""Helpers for end-to-end tests: run the real `testbed` command and watch every process it starts."""
+"""Helpers for end-to-end tests: run the real `testbed` command and watch every process it starts;
+fork a child as RQ's worker forks a work-horse."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,3 +131,16 @@ def run_testbed(args: list[str], workdir: Path, timeout: float = 240, command: s
 def assert_left_nothing(ran: Ran) -> None:
     assert still_running(ran.descendants) == [], "processes left running"
     assert list(ran.tmpdir.iterdir()) == [], "temp dir left behind"
+
+
+def horse(work: Callable[[], None]) -> int:
+    """`work` in a forked child, as a work-horse: its wait status (0: it exited cleanly)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitpid(pid, 0)[1]

@@ -20,6 +20,7 @@ from labcore.procs import stop_all
 from provider.contract import Contract
 from provider.store import LogReader
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
+from tests.helpers import horse
 from workers import client
 
 pytestmark = pytest.mark.e2e
@@ -44,19 +45,6 @@ def provider(workdir: Path, private_redis_url: str, monkeypatch: pytest.MonkeyPa
     finally:
         client.drop()
         stop_all(process.release())
-
-
-def horse(work: Callable[[], None]) -> int:
-    """`work` in a forked child, as a work-horse: its wait status (0: it exited cleanly)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            work()
-            code = 0
-        finally:
-            os._exit(code)
-    return os.waitpid(pid, 0)[1]
 
 
 def send(base: str, reference: str, expect_inherited: int | None = None) -> Callable[[], None]:

@@ -8,25 +8,17 @@ predate the command, and ignore it).
 """
 
 import importlib.metadata
-import os
-from collections.abc import Callable
 
 import pytest
 import redis
 from rq import Queue
 
+from tests.helpers import horse
 from workers.worker import Worker
 
 pytestmark = pytest.mark.e2e
 if not hasattr(redis, "DriverInfo"):  # an older redis-py reads its version once, at import
     pytest.skip("this redis-py has no DriverInfo", allow_module_level=True)
-
-
-def in_child(work: Callable[[], bool]) -> bool:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if work() else 1)  # an exception in `work` exits the child with 1 too
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 def announced(client: redis.Redis) -> tuple[object, object]:
@@ -41,14 +33,14 @@ def announced(client: redis.Redis) -> tuple[object, object]:
 def test_a_work_horse_s_connection_names_redis_py_without_reading_its_metadata(private_redis: redis.Redis) -> None:
     worker = Worker([Queue("q", connection=private_redis)], connection=private_redis)
 
-    def horse() -> bool:
+    def connect() -> None:
         def unread(name: str) -> str:
             raise AssertionError(f"the work-horse read {name}'s metadata")
 
         importlib.metadata.version = unread  # the child's own copy of the module
-        return announced(worker.connection) == ("redis-py", redis.__version__)
+        assert announced(worker.connection) == ("redis-py", redis.__version__)
 
-    assert in_child(horse)
+    assert horse(connect) == 0
 
 
 def test_a_connection_that_names_itself_keeps_its_name(private_redis_url: str) -> None:
