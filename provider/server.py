@@ -82,9 +82,9 @@ def serve(
 
 def _bus(url: str, prefix: str | None) -> Bus | RunBuses:
     """Called by the first armed request (provider.holds): redis-py is imported then."""
-    from redis import Redis
+    from labcore import connections
 
-    redis = Redis.from_url(url)
+    redis = connections.from_url(url)
     # Without a prefix the provider serves any run on that Redis: each armed request names its run.
     return Bus(redis, RunKeys(prefix)) if prefix else RunBuses(redis)
 

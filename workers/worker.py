@@ -18,12 +18,13 @@ Every work-horse opens a Redis connection of its own (redis-py starts a fresh
 pool in a forked child), and redis-py (8.1 here) builds each connection's CLIENT
 SETINFO from the package's installed metadata, read and parsed again for
 every connection: 3 ms of CPU and 440 page faults in a freshly forked child
-on a 2-core VM, a sixth of what a work-horse of a no-op job costs. The worker
-resolves it once, before it forks any, and its work-horses' connections
-announce the same name and version. Nothing else differs from RQ's Worker:
-the jobs, their work-horses and RQ's bookkeeping are its own, and other jobs
-(raw RQ's, users') are forked as RQ forks them; the benchmarks' raw RQ runs
-on this class too, so its figures have this as well.
+on a 2-core VM, a sixth of what a work-horse of a no-op job costs. The
+worker's pool names redis-py and its version as the lab's other clients do
+(`labcore.connections`), and its work-horses' pools are copies of it.
+Nothing else differs from RQ's Worker: the jobs, their work-horses and RQ's
+bookkeeping are its own, and other jobs (raw RQ's, users') are forked as RQ
+forks them; the benchmarks' raw RQ runs on this class too, so its figures
+have this as well.
 """
 
 from __future__ import annotations
@@ -32,10 +33,7 @@ from typing import Any
 
 from rq.worker import Worker as RQWorker
 
-try:
-    from redis import DriverInfo
-except ImportError:  # a redis-py without it resolves its version once, at import (a default argument)
-    DriverInfo = None
+from labcore import connections
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
 # The lab's job function (`workers.handler.perform`), named here so that a worker of this
@@ -48,10 +46,7 @@ class Worker(RQWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        settings = self.connection.connection_pool.connection_kwargs
-        # Unless the connection names its own (DriverInfo resolves what it is not given).
-        if DriverInfo is not None and not {"driver_info", "lib_name", "lib_version"} & settings.keys():
-            settings["driver_info"] = DriverInfo()
+        connections.name(self.connection.connection_pool.connection_kwargs)
 
     def unsubscribe(self) -> None:
         if self.pubsub_thread:

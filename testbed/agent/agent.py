@@ -31,6 +31,7 @@ from pathlib import Path
 import redis as redis_lib
 
 from labcore import agents as proto
+from labcore import connections
 from labcore.agents import AgentState, Order, OrderKind, Registration, Reply, Request, RunAgentKeys
 from labcore.credentials import redacted
 from labcore.procs import stop_all
@@ -72,7 +73,7 @@ class Agent:
         self.workers = workers
         self._url = redis_url
         self._token = provider_token
-        self._redis = redis_lib.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=10)
+        self._redis = connections.from_url(redis_url, socket_connect_timeout=3, socket_timeout=10)
         # It heals what an agent that died cutting left behind, if it may.
         self.no_partition = network.can_cut() or ""
         me = Registration(name, socket.gethostname(), os.getpid(), workers, self.no_partition)

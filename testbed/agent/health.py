@@ -10,10 +10,11 @@ import sys
 import redis
 
 from labcore import agents as proto
+from labcore import connections
 
 
 def main() -> int:
-    client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=2, socket_timeout=2)
+    client = connections.from_url(os.environ["REDIS_URL"], socket_connect_timeout=2, socket_timeout=2)
     try:
         for key in client.scan_iter(match=proto.LIVE_PATTERN, count=100):
             raw = client.get(key)

@@ -22,6 +22,7 @@ import httpx
 import redis as redis_lib
 
 from labcore import agents as proto
+from labcore import connections
 from labcore.agents import AgentState, Order, Registration, Reply, Request, RunAgentKeys
 from labcore.bus import Bus
 from labcore.credentials import redacted
@@ -241,7 +242,7 @@ class AgentStack(Stack):
 
     def _beat(self) -> None:
         """The controller's heartbeat: the agents stop this run's workers within CONTROLLER_TTL if it stops."""
-        client = redis_lib.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
+        client = connections.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
         try:
             while not self._beating.wait(proto.HEARTBEAT):
                 with contextlib.suppress(redis_lib.RedisError):

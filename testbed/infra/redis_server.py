@@ -114,7 +114,9 @@ class PrivateRedis:
     def _wait(self, timeout: float) -> bool:
         import redis  # not at the command line's start (testbed.infra.stack.connect)
 
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        from labcore import connections
+
+        client = connections.from_url(self.url, socket_connect_timeout=0.2)
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:

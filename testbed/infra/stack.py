@@ -154,8 +154,10 @@ def connect(url: str) -> redis_lib.Redis:
     # processes, and redis-py's import (70 ms) would hold back the provider's start.
     import redis as redis_lib
 
+    from labcore import connections
+
     try:
-        client = redis_lib.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
+        client = connections.from_url(url, socket_connect_timeout=3, health_check_interval=30)
         client.ping()
     except (redis_lib.RedisError, ValueError) as exc:
         raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None

@@ -1,0 +1,42 @@
+"""The lab's Redis clients: redis-py's own, naming themselves without reading the package's metadata.
+
+Every new connection tells the server who it is (CLIENT SETINFO), and redis-py
+(8.1 here) takes the version it announces from the installed package's
+metadata: `importlib.metadata` finds the distribution and parses its METADATA
+file again for each connection. The first in a process also imports
+`importlib.metadata` and the `email` package: 35 ms of CPU in the command
+line, which made its first connection while the run's provider and workers
+booted beside it on two cores; in a freshly forked work-horse, 3 ms and 440
+page faults. redis-py's `__version__` says the same at no cost.
+
+Imported only where a client is made: redis-py's own import waits until then
+(testbed.infra.stack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+import redis
+
+try:
+    from redis import DriverInfo
+except ImportError:  # a redis-py without it reads its version once, at import (a default argument)
+    DriverInfo = None
+
+# What a connection that names itself is given (DriverInfo resolves what it is not).
+_NAMING = frozenset({"driver_info", "lib_name", "lib_version"})
+
+
+def name(settings: MutableMapping[str, Any]) -> None:
+    """Name redis-py and its version in these connection settings (a pool's
+    `connection_kwargs`, or `from_url`'s), unless they name their own."""
+    if DriverInfo is not None and not _NAMING & settings.keys():
+        settings["driver_info"] = DriverInfo(lib_version=redis.__version__)
+
+
+def from_url(url: str, **settings: Any) -> redis.Redis:
+    """`redis.Redis.from_url`, its connections named as `name` does."""
+    name(settings)
+    return redis.Redis.from_url(url, **settings)

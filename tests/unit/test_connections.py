@@ -1,0 +1,36 @@
+"""The lab's Redis clients name redis-py and its version without reading the package's metadata."""
+
+import importlib.metadata
+
+import pytest
+import redis
+
+from labcore import connections
+
+if not hasattr(redis, "DriverInfo"):  # an older redis-py reads its version once, at import
+    pytest.skip("this redis-py has no DriverInfo", allow_module_level=True)
+
+URL = "redis://127.0.0.1:1/0"  # never reached: a connection is named when it is made, before it connects
+
+
+def named(client: redis.Redis) -> tuple[object, object]:
+    info = client.connection_pool.make_connection().driver_info
+    return info.formatted_name, info.lib_version
+
+
+def test_a_lab_client_names_the_installed_redis_py_without_reading_its_metadata(monkeypatch) -> None:
+    installed = importlib.metadata.version("redis")
+
+    def unread(name: str) -> str:
+        raise AssertionError(f"{name}'s metadata was read")
+
+    monkeypatch.setattr(importlib.metadata, "version", unread)
+    assert named(connections.from_url(URL)) == ("redis-py", installed)
+
+
+def test_a_client_that_names_itself_keeps_its_name() -> None:
+    mine = redis.DriverInfo(name="mine", lib_version="1.2")
+    assert named(connections.from_url(URL, driver_info=mine)) == ("mine", "1.2")
+    settings = {"lib_name": "theirs"}
+    connections.name(settings)
+    assert settings == {"lib_name": "theirs"}
