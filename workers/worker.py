@@ -6,7 +6,13 @@ shutdown RQ unsubscribes first and trips the thread's flag after: when the
 unsubscribe's answer reaches the thread in between, the thread waits again,
 for up to 60 s, and RQ's join gives up on it after one second (rq/rq#1613).
 In the lab that second came at the end of about every other run. Tripping
-the flag first lets the answer end the thread.
+the flag first lets the answer end the thread. But then a message already on
+its way (the subscription's own confirmation, read late on a busy machine, or
+a command) ends the thread's loop too, and redis-py's thread closes the
+pubsub as its loop ends: that close could land in the middle of the worker's
+UNSUBSCRIBE on the same connection, a write on a closed socket (2 runs in 30
+of the test, with a load run beside it). The thread is handed a pubsub it
+cannot close; RQ closes it after the join, as it always did.
 
 Before it forks a work-horse for the lab's handler, the worker opens (or
 keeps) a connection to the provider's unix socket, and the work-horse sends
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.client import PubSub
 from rq.worker import Worker as RQWorker
 
 from labcore import connections
@@ -47,6 +54,18 @@ class Worker(RQWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         connections.name(self.connection.connection_pool.connection_kwargs)
+
+    def subscribe(self) -> None:
+        # RQ's own, but for the pubsub its thread is handed (see the module's doc).
+        self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = self.pubsub.run_in_thread(
+            sleep_time=60,
+            daemon=True,
+            exception_handler=self._pubsub_exception_handler,
+            pubsub=_Unclosable(self.pubsub),
+        )
 
     def unsubscribe(self) -> None:
         if self.pubsub_thread:
@@ -68,3 +87,16 @@ class Worker(RQWorker):
 
             client.horse_ended(clean=status == 0)
         return pid, status, usage
+
+
+class _Unclosable:
+    """The worker's pubsub as its thread sees it: its messages, and a close that leaves it open."""
+
+    def __init__(self, pubsub: PubSub) -> None:
+        self._pubsub = pubsub
+
+    def get_message(self, **kwargs: Any) -> Any:
+        return self._pubsub.get_message(**kwargs)
+
+    def close(self) -> None:
+        """The worker's to do, after the thread has ended (RQ's unsubscribe)."""

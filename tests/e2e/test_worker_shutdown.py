@@ -10,6 +10,7 @@ Redis; RQ's own Worker, put through the same schedule, is left with the thread
 alive (not run here: the stuck thread would outlive the test by a minute).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -29,13 +30,19 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 
-def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redis.Redis) -> None:
-    worker = Worker([Queue("q", connection=private_redis)], connection=private_redis)
+def _subscribed(redis_: redis.Redis) -> Worker:
+    """A worker of the lab's class, subscribed to its channel, its pubsub thread running."""
+    worker = Worker([Queue("q", connection=redis_)], connection=redis_)
     worker.subscribe()
     deadline = time.monotonic() + 5
     while not worker.pubsub.subscribed:
         assert time.monotonic() < deadline, "never subscribed"
         time.sleep(0.001)
+    return worker
+
+
+def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redis.Redis) -> None:
+    worker = _subscribed(private_redis)
     send = worker.pubsub.unsubscribe
 
     def unsubscribe_and_let_the_answer_arrive(*channels: str) -> None:
@@ -45,6 +52,20 @@ def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redi
     worker.pubsub.unsubscribe = unsubscribe_and_let_the_answer_arrive
     worker.unsubscribe()
     assert not worker.pubsub_thread.is_alive()
+
+
+def test_the_pubsub_thread_leaves_the_connection_to_the_worker(private_redis: redis.Redis) -> None:
+    """A message that reaches the thread after its flag is tripped ends its loop, and
+    redis-py's thread would close the pubsub then, maybe in the middle of the worker's
+    UNSUBSCRIBE on the same connection: it stays open for the worker to close."""
+    worker = _subscribed(private_redis)
+    worker.pubsub_thread.stop()
+    private_redis.publish(worker.pubsub_channel_name, json.dumps({"command": "none"}))  # RQ ignores it
+    worker.pubsub_thread.join(timeout=5)
+    assert not worker.pubsub_thread.is_alive()
+    assert worker.pubsub.connection is not None
+    worker.unsubscribe()
+    assert worker.pubsub.connection is None
 
 
 def test_a_worker_stopped_mid_job_reaps_its_horse_and_exits_by_itself(
