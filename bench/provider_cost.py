@@ -1,6 +1,6 @@
 """The provider's CPU per send from freshly forked clients: on a fresh connection each, or on their worker's.
 
-    python bench/provider_cost.py [--sends 1500] [--runs 3] [--inherited]
+    python bench/provider_cost.py [--sends 1500] [--runs 3] [--inherited] [--paced MS]
 
 The provider is the run's own (`python -m provider` on the run's unix socket,
 its token, its bus on a private Redis), and every send is a new op with an
@@ -18,6 +18,12 @@ lab's worker keeps one on the run's unix socket (`client.keep_open` before
 each fork, `client.horse_ended` after): what a connection per send costs the
 provider and the sending child. Each child's whole CPU, fork to exit
 (`wait4`), is printed too.
+Sent back to back, each send finds the server's code and data still in the
+caches; in a run, sends come one every few milliseconds between the
+work-horses, Redis and the workers, and each finds them cold: the provider
+spent 0.6 ms of CPU a send in a load run against 0.26 here. With --paced MS,
+every side is sent one send every MS ms, with the caches evicted in between
+(this process writes 16 MB): the cost per send a run sees.
 To compare event loops, hide uvloop from the provider: a `uvloop.py` that
 raises ImportError, on PYTHONPATH.
 """
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +48,8 @@ HERE = Path(__file__).resolve().parent
 BODY = {"recipient": "a@example.test", "message": "hello"}
 LEDGER = "bench"
 WARM = 50  # sends before measuring: a server's first requests import and compile
+EVICT = 16 * 1024 * 1024  # written between paced sends: more than the machine's caches hold
+PAGE = 4096
 
 # The baseline server: the least any server does per connection and request.
 BARE = r"""
@@ -60,14 +69,21 @@ asyncio.run(main())
 """
 
 
-def cpu_per_send(pid: int, base: str, sends: int, first: int, inherited: bool = False) -> tuple[float, float]:
+def cpu_per_send(
+    pid: int, base: str, sends: int, first: int, inherited: bool = False, paced: float = 0.0
+) -> tuple[float, float]:
     """ms of the server's CPU per send, each from a freshly forked child, and of the child's
-    own. `inherited`: the children send on a connection this process opened."""
+    own. `inherited`: the children send on a connection this process opened. `paced`: ms
+    between sends, with the caches evicted in between, as a run's provider is sent them."""
     from workers import client
 
     children: list[float] = []
+    evict = bytearray(EVICT) if paced else None
 
     def forked(n: int) -> None:
+        if evict is not None:
+            evict[::PAGE] = bytes(EVICT // PAGE)  # every page written: caches and TLB turned over
+            time.sleep(paced / 1000)
         if inherited:
             client.keep_open(base)
         child = os.fork()
@@ -136,6 +152,9 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=1500)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--inherited", action="store_true", help="the provider again, on one inherited connection")
+    parser.add_argument(
+        "--paced", type=float, default=0.0, metavar="MS", help="ms between sends, the caches evicted in between"
+    )
     args = parser.parse_args()
     sides = ["provider", "bare server", *([INHERITED] if args.inherited else [])]
     server: dict[str, list[float]] = {side: [] for side in sides}
@@ -147,7 +166,7 @@ def main() -> None:
                 for n, side in enumerate(sides):  # taking turns
                     pid, base = running["bare server" if side == "bare server" else "provider"]
                     first = (run * len(sides) + n) * (args.sends + WARM)  # every send a new op
-                    ours, theirs = cpu_per_send(pid, base, args.sends, first, inherited=side == INHERITED)
+                    ours, theirs = cpu_per_send(pid, base, args.sends, first, side == INHERITED, args.paced)
                     server[side].append(ours)
                     child[side].append(theirs)
                 print(
@@ -158,7 +177,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ours, floor = (statistics.median(server[side]) for side in ("provider", "bare server"))
-    print(f"{os.cpu_count()} cpus, {args.sends} sends per run, medians of {args.runs}:")
+    paced = f", {args.paced:g} ms apart with the caches evicted between them" if args.paced else ""
+    print(f"{os.cpu_count()} cpus, {args.sends} sends per run{paced}, medians of {args.runs}:")
     print(f"provider {ours:.3f} ms, bare server {floor:.3f} ms of CPU per send: {ours / floor:.2f}x the bare server")
     if args.inherited:
         kept = statistics.median(server[INHERITED])

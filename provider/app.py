@@ -232,11 +232,10 @@ class Guard:
     oversized body is refused without being read, whether or not it declares
     its length."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body: int = MAX_BODY, fast: FastPath | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, max_body: int = MAX_BODY) -> None:
         self._app = app
         self._token = token
         self._max = max_body
-        self._fast = fast
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -260,11 +259,6 @@ class Guard:
         if body is _Cut.OVER:
             await _refuse(send, 413, f"request body over {self._max} bytes")
             return
-        if self._fast is not None:
-            answer = self._fast(scope, headers, body)
-            if answer is not None:
-                await answer(scope, receive, send)
-                return
         await self._app(scope, _replay(body, receive), send)
 
 
@@ -287,26 +281,32 @@ async def _body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes | _C
             return bytes(body)
 
 
-FastPath = Callable[[MutableMapping[str, Any], dict[bytes, bytes], bytes], JSONResponse | None]
-_SEND_PATH = re.compile(r"^/ledgers/([^/]+)/effects$")
+# The unarmed send's request line and headers as the server's parser hands them over.
+FastSend = Callable[[bytes, list[tuple[bytes, bytes]], bytes], Answer | None]
+# A ledger's name in printable ASCII but for "/", "?", "#" and "%": a URL with a query, a
+# fragment or an escape the server would unquote goes to the route.
+_SEND_URL = re.compile(rb'/ledgers/([!"$&-.0->@-~]{1,%d})/effects' % MAX_NAME)
 _KEY = re.compile(rf"[!-~]{{1,{MAX_KEY}}}")
+_CHAOS = CHAOS.encode()
 
 
-def _unarmed_send(store: Store) -> FastPath:
-    """The lab's hot path, the unarmed send, without the framework's per-request
-    work: the same models and bounds as the route, the same store call, the same
-    response. It answers only a request it can check whole and that the route
-    would accept (one of each header it reads, a JSON body of the right shape);
-    anything else, valid or not, goes on to the route, which answers as before."""
+def unarmed_send(store: Store, token: str | None) -> FastSend:
+    """The lab's hot path, the unarmed send, answered by the server's own protocol
+    (provider.server) before any of ASGI, the middleware or the framework: the
+    guard's checks (the token, the body's size), the route's models and bounds,
+    the same store call and the same answer. It answers only a request it can
+    check whole and that the route would accept (one of each header, a JSON body
+    of the right shape); for anything else, valid or not, it says None, and the
+    request goes on to the app, which answers as before."""
 
-    def answer(scope: MutableMapping[str, Any], headers: dict[bytes, bytes], body: bytes) -> JSONResponse | None:
-        if scope["method"] != "POST" or (path := _SEND_PATH.match(scope["path"])) is None:
+    def answer(url: bytes, raw: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
+        if (path := _SEND_URL.fullmatch(url)) is None or len(body) > MAX_BODY:
             return None
-        ledger = path.group(1)
-        if len(ledger) > MAX_NAME or CHAOS.encode() in headers:
+        headers = dict(raw)
+        if len(raw) != len(headers) or _CHAOS in headers:  # a repeated header: the route's rules decide
             return None
-        raw = scope["headers"]
-        if len(raw) != len(headers):  # a repeated header: the route's rules decide
+        presented = headers.get(b"authorization")
+        if token is not None and not matches(None if presented is None else presented.decode("latin-1"), token):
             return None
         if headers.get(b"content-type") != b"application/json":
             return None
@@ -321,17 +321,16 @@ def _unarmed_send(store: Store) -> FastPath:
         except (ValueError, ValidationError):
             return None
         ticket = SendTicket(
-            ledger,
+            path.group(1).decode("ascii"),
             payload["reference"],
             None if key is None else key.decode("latin-1"),
             fingerprint(payload),
             None if attempt is None else int(attempt),
         )
         try:
-            sent = store.send(ticket, payload)
+            return store.send(ticket, payload)
         except UnknownLedger:
-            return _json(404, {"error": "unknown ledger"})
-        return _json(sent.status, sent.body, sent.replayed)
+            return Answer(404, {"error": "unknown ledger"})
 
     return answer
 
@@ -503,7 +502,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
     app.include_router(scoped_router(store, holds))
     app.openapi = lambda: _document(app, protected=token is not None)  # type: ignore[method-assign]
     app.include_router(audit.router(LogReader(store.path), _BAD))  # the checker's view from another host
-    return Guard(app, token, fast=_unarmed_send(store))
+    return Guard(app, token)
 
 
 def _document(app: FastAPI, protected: bool) -> dict[str, Any]:

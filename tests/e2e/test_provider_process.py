@@ -1,6 +1,7 @@
 """The provider as its own process, over HTTP: the Idempotency-Key contract and its reads."""
 
 import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -131,6 +132,31 @@ def test_bad_requests(provider):
     path = ledger(client, "bad")
     assert client.post(path, json={"reference": "op-1"}).status_code == 400
     assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404
+
+
+def test_a_send_is_answered_alike_by_the_fast_path_and_by_the_route(provider):
+    """The unarmed send is answered in the server's protocol (provider.server), what the fast
+    path does not take by the app's route: a JSON content type with a charset goes to the
+    route. Both give the same status, headers and body, for a send, its replay and a reuse
+    of its key with another payload."""
+    client, _ = provider
+    path = ledger(client, "alike")
+
+    def exchange(content_type: str, n: int) -> list[tuple[int, dict[str, str], dict]]:
+        body = {**BODY, "reference": f"alike-{n}"}
+        answers = []
+        for sent in (body, body, {**body, "message": "another"}):
+            headers = {"Content-Type": content_type, "Idempotency-Key": f"alike-{n}"}
+            r = client.post(path, content=json.dumps(sent), headers=headers)
+            assert int(r.headers["content-length"]) == len(r.content)
+            seen = {k: v for k, v in r.headers.items() if k not in ("date", "content-length")}  # ids differ
+            answers.append((r.status_code, seen, {k: v for k, v in r.json().items() if k not in ("id", "reference")}))
+        return answers
+
+    fast, routed = exchange("application/json", 1), exchange("application/json; charset=utf-8", 2)
+    assert [status for status, _, _ in fast] == [201, 201, 422]
+    assert fast[1][1]["idempotent-replayed"] == "true"
+    assert fast == routed
 
 
 def test_the_provider_runs_on_uvloop(provider_process, provider):

@@ -1,4 +1,9 @@
-"""The provider's connections: an answer goes out in one write, and Nagle is off on TCP.
+"""The provider's connections: the unarmed send answered in the protocol, an answer in one write, Nagle off on TCP.
+
+The unarmed send is answered by the server's protocol, without the app, once
+its body is whole, and anything the fast path does not take reaches the app
+as uvicorn would have handed it over (a protocol fed bytes, over a transport
+that records its writes).
 
 uvicorn writes an answer's head and body apart: two system calls, each of
 which can wake the waiting client; and with Nagle on, the body waited for
@@ -10,12 +15,17 @@ transport over a transport that records its writes.
 """
 
 import asyncio
+import json
+import logging
 import socket
 
 import uvicorn
+from uvicorn.logging import AccessFormatter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from provider.app import MAX_BODY
+from provider.ledger import Answer
 from provider.server import _Coalescing, _Protocol
 
 
@@ -81,6 +91,12 @@ class _Recorder(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0
 
+    def pause_reading(self) -> None:  # uvicorn's flow control, for a body past its high-water mark
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
 
 def test_what_is_written_in_one_turn_of_the_loop_reaches_the_socket_as_one_write():
     async def answer() -> _Recorder:
@@ -130,3 +146,133 @@ def test_everything_else_is_the_transports_own():
     assert transport.get_extra_info("peername") == "the client"
     assert transport.get_write_buffer_size() == 0
     loop.close()
+
+
+SEND = b"POST /ledgers/l/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+
+
+class _Served:
+    """A protocol on a recording transport, with a fast path and an app that each say what they were given."""
+
+    def __init__(self, fast_answers: bool, access_log: bool = False) -> None:
+        # Made first: uvicorn's configuration sets its loggers up anew.
+        level = "info" if access_log else "warning"
+        self._config = uvicorn.Config(
+            self.asgi, http=_Protocol, log_level=level, interface="asgi3", access_log=access_log
+        )
+        self._config.load()
+        self.fast: list[tuple[bytes, list[tuple[bytes, bytes]], bytes]] = []
+        self.app: list[tuple[str, bytes]] = []
+        self._fast_answers = fast_answers
+
+    def fast_path(self, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
+        self.fast.append((url, headers, body))
+        return Answer(201, {"id": "eff_1", "reference": "op-1"}, replayed=True) if self._fast_answers else None
+
+    async def asgi(self, scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        self.app.append((scope["path"], body))
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    def run(self, *chunks: bytes) -> _Recorder:
+        async def serve() -> _Recorder:
+            protocol = _Protocol(self._config, ServerState(), {}, fast=self.fast_path)
+            recorder = _Recorder()
+            protocol.connection_made(recorder)
+            for chunk in chunks:
+                protocol.data_received(chunk)
+            for _ in range(20):  # the app's task, and the coalesced writes, to their end
+                await asyncio.sleep(0)
+            return recorder
+
+        return asyncio.run(serve())
+
+
+def test_the_fast_path_answers_a_send_without_the_app_in_one_write_of_what_the_app_would_write():
+    body = json.dumps({"reference": "op-1"}).encode()
+    served = _Served(fast_answers=True)
+    recorder = served.run(SEND % len(body) + body[:5], body[5:])  # the body in two reads
+    assert served.fast == [
+        (
+            b"/ledgers/l/effects",
+            [(b"host", b"x"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+            body,
+        )
+    ]
+    assert served.app == []
+    (answer,) = recorder.writes
+    head, _, sent = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 201 Created"
+    assert b"idempotent-replayed: true" in lines and b"content-type: application/json" in lines
+    assert json.loads(sent) == {"id": "eff_1", "reference": "op-1"}
+    assert b"content-length: %d" % len(sent) in lines
+    assert recorder.closed_after == -1  # kept alive, as HTTP/1.1 asks
+
+
+def test_a_request_the_fast_path_does_not_take_reaches_the_app_whole():
+    body = json.dumps({"reference": "op-1"}).encode()
+    served = _Served(fast_answers=False)
+    recorder = served.run(SEND % len(body) + body[:5], body[5:])
+    assert len(served.fast) == 1
+    assert served.app == [("/ledgers/l/effects", body)]
+    assert recorder.writes[0].startswith(b"HTTP/1.1 202 Accepted")
+
+
+def test_other_methods_and_oversized_bodies_go_to_the_app_unseen_by_the_fast_path():
+    served = _Served(fast_answers=True)
+    big = b"x" * (MAX_BODY + 10)
+    served.run(b"GET /ledgers/l/effects/op-1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    served.run(SEND % len(big) + big[:1000], big[1000:])
+    assert served.fast == []
+    assert served.app == [("/ledgers/l/effects/op-1", b""), ("/ledgers/l/effects", big)]
+
+
+def test_an_http_1_0_send_is_answered_and_closed():
+    body = b"{}"
+    served = _Served(fast_answers=True)
+    recorder = served.run((SEND % len(body)).replace(b"HTTP/1.1", b"HTTP/1.0") + body)
+    assert b"connection: close" in recorder.writes[0].split(b"\r\n")
+    assert recorder.closed_after == 1
+
+
+def test_with_an_access_log_the_fast_path_logs_the_line_uvicorn_would():
+    """`testbed provider` logs every request: its sends too, in uvicorn's own format."""
+    lines: list[str] = []
+    handler = logging.Handler()
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)  # uvicorn's
+    handler.emit = lambda record: lines.append(formatter.format(record))  # type: ignore[method-assign]
+    served = _Served(fast_answers=True, access_log=True)
+    access = logging.getLogger("uvicorn.access")  # uvicorn's configuration stops it propagating
+    access.addHandler(handler)
+    try:
+        served.run(SEND % 2 + b"{}")
+    finally:
+        access.removeHandler(handler)
+    assert len(lines) == 1 and lines[0].endswith('"POST /ledgers/l/effects HTTP/1.1" 201 Created')
+
+
+def test_a_send_right_behind_an_answer_of_the_app_goes_out_after_it():
+    """The app's answer waits in the coalescing transport for the end of the loop's turn:
+    a send the fast path answers in between must not overtake it."""
+    served = _Served(fast_answers=True)
+
+    async def serve() -> _Recorder:
+        protocol = _Protocol(served._config, ServerState(), {}, fast=served.fast_path)
+        recorder = _Recorder()
+        protocol.connection_made(recorder)
+        protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        while not served.app:  # the app's task runs; its answer is written, not yet sent
+            await asyncio.sleep(0)
+        assert recorder.writes == []
+        protocol.data_received(SEND % 2 + b"{}")
+        await asyncio.sleep(0)
+        return recorder
+
+    sent = b"".join(asyncio.run(serve()).writes)
+    assert sent.startswith(b"HTTP/1.1 202 Accepted")
+    assert sent.index(b"HTTP/1.1 201 Created") > 0
