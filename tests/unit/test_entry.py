@@ -63,3 +63,32 @@ def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
     code = f"{start}\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({tuple(later)})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_command_line_runs_with_collection_on_and_its_imports_frozen(monkeypatch):
+    """Nothing is collected while the command line imports (its start's CPU); the command itself collects."""
+    import testbed.cli.app
+
+    seen = []
+    monkeypatch.setattr(atexit, "register", lambda _: None)
+    monkeypatch.setattr(testbed.cli.app, "main", lambda: seen.append((gc.isenabled(), gc.get_freeze_count())))
+    gc.unfreeze()
+    entry.main()
+    ((enabled, frozen),) = seen
+    assert enabled and frozen > 0
+
+
+def test_the_provider_serves_with_collection_on_and_its_start_frozen(monkeypatch, tmp_path):
+    """`python -m provider` makes its server and app with no collection: it serves collecting."""
+    import provider.__main__
+    import provider.server
+
+    seen = []
+    monkeypatch.setattr(
+        provider.server._Server, "run", lambda *_, **__: seen.append((gc.isenabled(), gc.get_freeze_count()))
+    )
+    monkeypatch.setattr(sys, "argv", ["provider", "--port", "0", "--db", str(tmp_path / "log.sqlite3")])
+    gc.unfreeze()
+    provider.__main__.main()
+    ((enabled, frozen),) = seen
+    assert enabled and frozen > 0
