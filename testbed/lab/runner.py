@@ -1,9 +1,10 @@
 """Running cells on a started stack: the I/O edge that ties the parts together.
 
-For each cell: configure the provider's contract, store every op's intent,
-arm the plan, enqueue the ops, feed the bus to the controller until every job
-is over, then have the checker judge the cell from the provider's log and
-compare the result with the model's prediction.
+For each cell: configure the provider's contract, store every op's intent
+and plan and enqueue its job (the first few ahead of the rest), feed the bus
+to the controller until every job is over, then have the checker judge the
+cell from the provider's log and compare the result with the model's
+prediction.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ RESULT_TTL = 60
 POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
 CHUNK = 1000
+HEAD = 50  # a cell's first jobs, enqueued ahead of the rest of its first chunk
 CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
 DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
 # How a part's death first shows in the run's own calls to Redis and the provider.
@@ -260,14 +262,13 @@ class CellRunner:
         s.admin.put_ledger(ledger, scenario.contract)
         if cell.handler is not None:
             s.admin.put_scope_secret(ledger, self._secret)
-        self._store_intents(running, scenario.declines_faulted_ops)
         sink = None
         if self.run_dir is not None:
             where = {"cell": cell_id, **_cell_fields(cell)}
             self.run_dir.record(CELL, ledger=ledger, **where)
             sink = functools.partial(_record_event, self.run_dir, where)
         self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
-        self._enqueue(running, o.ops if o.window is None else min(o.ops, o.window))
+        self._fill(running, scenario.declines_faulted_ops)
         return running
 
     def _finished(self) -> list[_Running]:
@@ -329,21 +330,29 @@ class CellRunner:
     def _progress(self, r: _Running, now: float) -> Progress:
         return Progress(r.cell, r.over, self._total(r), self.controller.kills(r.id), now - r.started)
 
-    def _store_intents(self, r: _Running, declines: bool) -> None:
-        """Every op's identity and payload, and the cell's total, are persisted before
-        anything is enqueued (the job that ends last wakes the loop: workers.ledger)."""
-        o = self.options
-        for chunk in _chunks(1, o.ops):
-            with self.stack.redis.pipeline(transaction=False) as pipe:
-                if chunk.start == 1:
-                    pipe.set(r.keys.total, self._total(r))
-                for seq in chunk:
-                    armed = r.plan.armed(seq)
-                    op = make_op(seq, o.seed, declined=declines and bool(armed))
-                    pipe.hset(r.keys.ops, op.id, op.encode())
-                    if armed:
-                        pipe.hset(r.keys.plan, op.id, plans.encode(armed))
-                pipe.execute()
+    def _fill(self, r: _Running, declines: bool) -> None:
+        """Every op's identity and payload persisted, each before its job is enqueued
+        (up to the window). The first ops go out on their own, ahead of the rest: the
+        workers start on them while the rest are stored and enqueued, instead of
+        waiting, both cores idle, for the first thousand of each."""
+        for stored, enqueued in filling(self.options.ops, self.options.window):
+            self._store_intents(r, stored, declines)
+            if enqueued:
+                self._enqueue(r, enqueued)
+
+    def _store_intents(self, r: _Running, seqs: range, declines: bool) -> None:
+        """These ops' intents and plans, with the cell's total before the first (the job
+        that ends last wakes the loop: workers.ledger), in one round trip."""
+        with self.stack.redis.pipeline(transaction=False) as pipe:
+            if seqs.start == 1:
+                pipe.set(r.keys.total, self._total(r))
+            for seq in seqs:
+                armed = r.plan.armed(seq)
+                op = make_op(seq, self.options.seed, declined=declines and bool(armed))
+                pipe.hset(r.keys.ops, op.id, op.encode())
+                if armed:
+                    pipe.hset(r.keys.plan, op.id, plans.encode(armed))
+            pipe.execute()
 
     def _enqueue(self, r: _Running, count: int) -> int:
         first = r.enqueued + 1
@@ -377,9 +386,20 @@ class CellRunner:
         return self.options.ops + r.extra
 
 
-def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
-    for start in range(first, last + 1, size):
-        yield range(start, min(last, start + size - 1) + 1)
+def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range, int]]:
+    """How a cell starts: each step's ops to store, then how many of them to enqueue
+    (each op's intent before its job, and no more jobs than the window)."""
+    count = ops if window is None else min(ops, window)
+    return [(chunk, max(0, min(chunk.stop - 1, count) - chunk.start + 1)) for chunk in _chunks(1, ops, head=head)]
+
+
+def _chunks(first: int, last: int, size: int = CHUNK, head: int | None = None) -> Iterator[range]:
+    """`first` to `last` in ranges of `size`, the first of them `head` long if given."""
+    start = first
+    while start <= last:
+        end = min(last, start + (head if head is not None and start == first else size) - 1)
+        yield range(start, end + 1)
+        start = end + 1
 
 
 def _crashes_provider(cell: Cell) -> bool:
