@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 from pathlib import Path
 
+from labcore.collector import uncollected
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV
 
 
 def main() -> None:
-    # No collection while the provider imports its server and builds its app (a fifth of its
-    # start, on which a run's first cell waits): what they make stays, and serve() collects after.
-    gc.disable()
-    from provider.server import serve
+    with uncollected():  # the server's imports (serve() builds its app the same way)
+        from provider.server import serve
 
     parser = argparse.ArgumentParser(prog="python -m provider")
     parser.add_argument("--port", type=int, required=True)

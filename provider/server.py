@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import json
 import os
 import signal
@@ -13,13 +12,14 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr
 
 from labcore.bus import Bus
+from labcore.collector import uncollected
 from labcore.keys import RunKeys
 from labcore.procs import die_with_parent
 from provider.app import MAX_BODY, FastSend, create_app, unarmed_send
@@ -48,11 +48,12 @@ def serve(
     With `uds`, serve on that unix socket too (same app, same token): the lab's
     own work-horses on this host connect there, without a TCP connect per job."""
     die_with_parent(parent_pid)
-    store = Store(db)
-    connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
-    gate = Gate()
-    app = GateMiddleware(create_app(store, Holds(connect, gate), token), gate)
-    protocol = functools.partial(_Protocol, fast=gate.around(unarmed_send(store, token)))
+    with uncollected():  # the store and the app live as long as the provider
+        store = Store(db)
+        connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
+        gate = Gate()
+        app = GateMiddleware(create_app(store, Holds(connect, gate), token), gate)
+        protocol = functools.partial(_Protocol, fast=gate.around(unarmed_send(store, token)))
     level = "info" if access_log else "warning"
     # uvicorn's "auto" loop is uvloop, a dependency: a quarter less CPU per request than asyncio's.
     # A SIGTERM waits at most a second for requests in progress: one held at a boundary
@@ -80,10 +81,6 @@ def serve(
             with contextlib.suppress(FileNotFoundError):
                 uds.unlink()
 
-    # The imports and the app live as long as the provider: no collection walks them again
-    # (`python -m provider` collected nothing while it made them).
-    gc.freeze()
-    gc.enable()
     try:
         _Server(config, close).run(sockets=sockets)
     finally:
@@ -139,7 +136,7 @@ class _Protocol(HttpToolsProtocol):
     its body is whole (`provider.app.unarmed_send`), without the task, the ASGI
     messages, the middleware and the response object uvicorn and the framework
     make for every request: a fifth of the provider's instructions a send
-    (522,000 before, 420,000 after, counted by callgrind). A request that the
+    (529,336 before, 424,379 after: bench/provider_instructions.py). A request that the
     fast path does not take goes on to the app as uvicorn would have handed it
     over, and one pipelined behind a request of the app's waits its turn there.
 
@@ -161,8 +158,7 @@ class _Protocol(HttpToolsProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._coalescing = _Coalescing(transport, self.loop)
-        super().connection_made(self._coalescing)  # type: ignore[arg-type]
+        super().connection_made(_Coalescing(transport, self.loop))  # type: ignore[arg-type]
 
     @property
     def in_progress(self) -> bool:
@@ -209,8 +205,9 @@ class _Protocol(HttpToolsProtocol):
         """As the app would have answered it (a JSONResponse through uvicorn), in one write."""
         keep_alive = self.parser.should_keep_alive() and not self._closing
         # Through the coalescing transport, after anything an earlier answer left in it.
-        self._coalescing.write(http_answer(answer, self.server_state.default_headers, keep_alive))
-        self._coalescing.flush()
+        transport = cast(_Coalescing, self.transport)
+        transport.write(http_answer(answer, self.server_state.default_headers, keep_alive))
+        transport.flush()
         self._body = None  # only now: a SIGTERM in between would find a request in progress
         if self.access_log:  # the line uvicorn logs for a request it answers
             client = get_client_addr({"client": self.client})  # type: ignore[typeddict-item]

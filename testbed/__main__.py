@@ -6,22 +6,20 @@ import atexit
 import gc
 import sys
 
+from labcore.collector import uncollected
+
 
 def main() -> None:
     # Registered first, so run last of the exit's callbacks: the interpreter's teardown
     # would otherwise collect every object the imports made, several times over (about
     # 70 ms of every command on two cores); frozen, they are left to the process's exit.
     atexit.register(gc.freeze)
-    # Nor is anything collected while the command line imports (typer, pydantic, rich: about
-    # a tenth of a command's start): what the imports make stays for the command's life.
-    gc.disable()
     try:
-        from testbed.cli.app import main as command_line
+        with uncollected():  # typer, pydantic, rich: what they make lives as long as the command
+            from testbed.cli.app import main as command_line
     except KeyboardInterrupt:
         print("testbed: error: interrupted", file=sys.stderr)
         sys.exit(130)
-    gc.freeze()
-    gc.enable()
     command_line()
 
 

@@ -21,7 +21,6 @@ still running then dies with it (PR_SET_PDEATHSIG), as it dies with the run.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import select
@@ -68,18 +67,13 @@ def decode_reply(line: bytes) -> Reply:
 
 def main() -> None:
     # Imported here: the run imports this module for its wire format alone.
+    from labcore.collector import uncollected
     from labcore.procs import die_with_parent
 
     parent = os.environ.get("TESTBED_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
-    # What the imports make is every worker's and every work-horse's, for their whole lives:
-    # made with no collection (a tenth of the zygote's start, on which the run's first
-    # workers wait), then frozen, so that no worker's collection walks it, nor writes to
-    # the pages it shares with the zygote (as the gc module advises a forking server).
-    gc.disable()
-    _preload()
-    gc.freeze()
-    gc.enable()
+    with uncollected():  # every worker's and work-horse's, for their whole lives
+        _preload()
     # A worker's exit wakes the loop (signal.set_wakeup_fd): it is reported as it is reaped.
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

@@ -390,16 +390,13 @@ def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range,
     """How a cell starts: each step's ops to store, then how many of them to enqueue
     (each op's intent before its job, and no more jobs than the window)."""
     count = ops if window is None else min(ops, window)
-    return [(chunk, max(0, min(chunk.stop - 1, count) - chunk.start + 1)) for chunk in _chunks(1, ops, head=head)]
+    steps = [range(1, min(head, ops) + 1), *_chunks(head + 1, ops)]
+    return [(chunk, max(0, min(chunk.stop, count + 1) - chunk.start)) for chunk in steps]
 
 
-def _chunks(first: int, last: int, size: int = CHUNK, head: int | None = None) -> Iterator[range]:
-    """`first` to `last` in ranges of `size`, the first of them `head` long if given."""
-    start = first
-    while start <= last:
-        end = min(last, start + (head if head is not None and start == first else size) - 1)
-        yield range(start, end + 1)
-        start = end + 1
+def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
+    for start in range(first, last + 1, size):
+        yield range(start, min(last, start + size - 1) + 1)
 
 
 def _crashes_provider(cell: Cell) -> bool:
