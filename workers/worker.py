@@ -11,8 +11,13 @@ its way (the subscription's own confirmation, read late on a busy machine, or
 a command) ends the thread's loop too, and redis-py's thread closes the
 pubsub as its loop ends: that close could land in the middle of the worker's
 UNSUBSCRIBE on the same connection, a write on a closed socket (2 runs in 30
-of the test, with a load run beside it). The thread is handed a pubsub it
-cannot close; RQ closes it after the join, as it always did.
+of the test, with a load run beside it). And since redis-py 8.2 the thread's
+`stop()` also waits for the thread, which is blocked in its read until the
+UNSUBSCRIBE's answer, sent after it: every worker's shutdown waited out the
+read's 60 s. The thread is therefore the lab's own (`_Listener`): RQ's
+commands read as redis-py's thread reads them, a `stop()` that only trips
+its flag, and no close of the pubsub, which RQ closes after the join, as it
+always did.
 
 Before it forks a work-horse for the lab's handler, the worker opens (or
 keeps) a connection to the provider's unix socket, and the work-horse sends
@@ -35,6 +40,8 @@ have this as well.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
@@ -56,16 +63,12 @@ class Worker(RQWorker):
         connections.name(self.connection.connection_pool.connection_kwargs)
 
     def subscribe(self) -> None:
-        # RQ's own, but for the pubsub its thread is handed (see the module's doc).
+        # RQ's own, but for its thread (see the module's doc).
         self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
         self.pubsub = self.connection.pubsub()
         self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
-        self.pubsub_thread = self.pubsub.run_in_thread(
-            sleep_time=60,
-            daemon=True,
-            exception_handler=self._pubsub_exception_handler,
-            pubsub=_Unclosable(self.pubsub),
-        )
+        self.pubsub_thread = _Listener(self.pubsub, self._pubsub_exception_handler)
+        self.pubsub_thread.start()
 
     def unsubscribe(self) -> None:
         if self.pubsub_thread:
@@ -89,14 +92,23 @@ class Worker(RQWorker):
         return pid, status, usage
 
 
-class _Unclosable:
-    """The worker's pubsub as its thread sees it: its messages, and a close that leaves it open."""
+class _Listener(threading.Thread):
+    """The worker's pubsub thread: RQ's commands, read until `stop`, each handed to its handler."""
 
-    def __init__(self, pubsub: PubSub) -> None:
+    def __init__(self, pubsub: PubSub, exception_handler: Callable[[BaseException, PubSub, Any], None]) -> None:
+        super().__init__(daemon=True)
         self._pubsub = pubsub
+        self._exception_handler = exception_handler  # RQ's: a lost connection is retried, anything else ends it
+        self._stopped = threading.Event()
 
-    def get_message(self, **kwargs: Any) -> Any:
-        return self._pubsub.get_message(**kwargs)
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                # RQ's own wait (its `run_in_thread(sleep_time=60)`): a command or an answer ends it sooner.
+                self._pubsub.get_message(ignore_subscribe_messages=True, timeout=60)
+            except BaseException as exc:  # as redis-py's thread hands them on
+                self._exception_handler(exc, self._pubsub, self)
 
-    def close(self) -> None:
-        """The worker's to do, after the thread has ended (RQ's unsubscribe)."""
+    def stop(self) -> None:
+        """The loop ends after the read in progress: nothing waits for it here (RQ joins it next)."""
+        self._stopped.set()
