@@ -45,8 +45,10 @@ def instructions(work: Path, sends: int) -> int:
     from workers import client
 
     sock, out = work / "provider.sock", work / f"callgrind.{sends}"
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "provider"]
-    argv += ["--port", "0", "--db", str(work / f"log.{sends}.sqlite3"), "--uds", str(sock)]
+    # No gdbserver: its FIFOs in /tmp outlive a provider that dies by its SIGTERM.
+    argv = ["valgrind", "--tool=callgrind", "--vgdb=no", f"--callgrind-out-file={out}"]
+    argv += [sys.executable, "-m", "provider", "--port", "0"]
+    argv += ["--db", str(work / f"log.{sends}.sqlite3"), "--uds", str(sock)]
     env = {**os.environ, TOKEN_ENV: TOKEN}
     proc = subprocess.Popen(argv, env=env, cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
