@@ -20,7 +20,6 @@ valgrind (slow: a minute or two).
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import callgrind
 from throughput import compile_project, programs
 
 HERE = Path(__file__).resolve().parent
@@ -40,20 +40,19 @@ SKIP = 2
 def horses(side: str, argv: list[str], env: dict[str, str], out: Path) -> list[int]:
     """Each work-horse's instructions, in the order they were forked."""
     out.mkdir()
-    # No gdbserver: its FIFOs in /tmp outlive every process that dies by a signal (the workers' end).
-    grind = ["valgrind", "--tool=callgrind", "--vgdb=no", "--trace-children=yes", "--zero-before=PyOS_AfterFork_Child"]
-    grind += ["--trace-children-skip=*redis-server*,/usr/bin/*", "--trace-children-skip-by-arg=provider"]
-    grind += [f"--callgrind-out-file={out}/callgrind.%p"]
+    grind = callgrind.argv(
+        f"{out}/callgrind.%p",
+        "--trace-children=yes",
+        "--zero-before=PyOS_AfterFork_Child",
+        "--trace-children-skip=*redis-server*,/usr/bin/*",
+        "--trace-children-skip-by-arg=provider",
+    )
     done = subprocess.run([*grind, *argv], env=env, cwd=HERE.parent, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{side} failed under valgrind: {done.stderr.strip().splitlines()[-1:]}")
-    counts = []
-    for path in sorted(out.glob("callgrind.*"), key=lambda p: int(p.suffix[1:])):
-        head = path.read_text(errors="replace")
-        command = re.search(r"^cmd: (.*)$", head, re.MULTILINE)
-        total = re.search(r"^(?:summary|totals): (\d+)", head, re.MULTILINE)
-        if command and total and WORKER[side] in command.group(1):
-            counts.append(int(total.group(1)))
+    files = sorted(out.glob("callgrind.*"), key=lambda p: int(p.suffix[1:]))
+    found = [c for c in map(callgrind.counted, files) if c is not None]
+    counts = [total for command, total in found if WORKER[side] in command]
     # In pid order: the lab's zygote, then its worker; raw RQ's worker. The rest are work-horses.
     return counts[2 if side == "testbed" else 1 :]
 
@@ -63,9 +62,8 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=30)
     args = parser.parse_args()
     if args.ops <= SKIP:
-        sys.exit(f"--ops must be more than {SKIP}")
-    if shutil.which("valgrind") is None:
-        sys.exit("valgrind is not installed")
+        parser.error(f"--ops must be more than {SKIP}")
+    callgrind.require()
     from workers.worker import CLASS_PATH
 
     compile_project()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import callgrind
 
 HERE = Path(__file__).resolve().parent
 WARM = 20
@@ -45,9 +46,7 @@ def instructions(work: Path, sends: int) -> int:
     from workers import client
 
     sock, out = work / "provider.sock", work / f"callgrind.{sends}"
-    # No gdbserver: its FIFOs in /tmp outlive a provider that dies by its SIGTERM.
-    argv = ["valgrind", "--tool=callgrind", "--vgdb=no", f"--callgrind-out-file={out}"]
-    argv += [sys.executable, "-m", "provider", "--port", "0"]
+    argv = [*callgrind.argv(str(out)), sys.executable, "-m", "provider", "--port", "0"]
     argv += ["--db", str(work / f"log.{sends}.sqlite3"), "--uds", str(sock)]
     env = {**os.environ, TOKEN_ENV: TOKEN}
     proc = subprocess.Popen(argv, env=env, cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -77,18 +76,17 @@ def instructions(work: Path, sends: int) -> int:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    found = re.search(rb"^(?:summary|totals): (\d+)", out.read_bytes(), re.MULTILINE)
+    found = callgrind.counted(out)
     if found is None:
         raise SystemExit(f"no instruction count in {out}")
-    return int(found.group(1))
+    return found[1]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=300)
     args = parser.parse_args()
-    if shutil.which("valgrind") is None:
-        sys.exit("valgrind is not installed")
+    callgrind.require()
     from labcore.credentials import TOKEN_ENV
 
     os.environ[TOKEN_ENV] = TOKEN  # the work-horse's client reads it as it loads
