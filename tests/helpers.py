@@ -79,6 +79,8 @@ class Seen:
     parent: int
     argv: list[str]
     name: str
+    session: int = 0
+    group: int = 0  # its process group
 
 
 def look(pid: int, seen: set[tuple[int, float]], processes: dict[int, Seen] | None = None) -> None:
@@ -86,12 +88,13 @@ def look(pid: int, seen: set[tuple[int, float]], processes: dict[int, Seen] | No
     (pid, create time) into `seen` and, if given, what it is into `processes`."""
     with contextlib.suppress(psutil.NoSuchProcess):
         for child in psutil.Process(pid).children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
                 seen.add((child.pid, child.create_time()))
                 if processes is not None:
                     before = processes.get(child.pid)
                     argv = child.cmdline() or (before.argv if before else [])
-                    processes[child.pid] = Seen(child.ppid(), argv, child.name())
+                    groups = os.getsid(child.pid), os.getpgid(child.pid)
+                    processes[child.pid] = Seen(child.ppid(), argv, child.name(), *groups)
 
 
 def finish(

@@ -25,6 +25,11 @@ def test_every_worker_and_every_replacement_is_forked_by_the_runs_one_zygote(wor
     # registers them, the 4 and the 2 that replaced the killed ones.
     forked = {s.name for s in processes.values() if s.parent == zygotes[0]}
     assert {f"rq-worker w{n}" for n in range(1, 7)} <= forked, forked
+    # Each worker leads a process group of its own in the zygote's session: one session is
+    # one scheduling group where the kernel groups sessions (workers.zygote says why).
+    workers = {p: s for p, s in processes.items() if s.parent == zygotes[0] and s.name.startswith("rq-worker")}
+    assert {s.session for s in workers.values()} == {processes[zygotes[0]].session}
+    assert all(s.group == p for p, s in workers.items())
     assert not [s for s in processes.values() if s.argv[1:3] == ["-m", "workers"]], (
         "a worker ran as its own interpreter"
     )
