@@ -6,8 +6,10 @@ import hashlib
 import json
 from typing import Any
 
+# One encoder for every payload: `json.dumps` with options builds a new one each call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
 
 def fingerprint(payload: dict[str, Any]) -> str:
     """Canonical JSON, so key order does not matter."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return hashlib.sha256(_CANONICAL(payload).encode()).hexdigest()[:32]

@@ -205,9 +205,7 @@ class _Protocol(HttpToolsProtocol):
         """As the app would have answered it (a JSONResponse through uvicorn), in one write."""
         keep_alive = self.parser.should_keep_alive() and not self._closing
         # Through the coalescing transport, after anything an earlier answer left in it.
-        transport = cast(_Coalescing, self.transport)
-        transport.write(http_answer(answer, self.server_state.default_headers, keep_alive))
-        transport.flush()
+        cast(_Coalescing, self.transport).write_now(http_answer(answer, self.server_state.default_headers, keep_alive))
         self._body = None  # only now: a SIGTERM in between would find a request in progress
         if self.access_log:  # the line uvicorn logs for a request it answers
             client = get_client_addr({"client": self.client})  # type: ignore[typeddict-item]
@@ -226,17 +224,32 @@ class _Protocol(HttpToolsProtocol):
             self._closing = True
 
 
+# Starlette's JSONResponse's encoding, with one encoder (json.dumps with options makes one each call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
 def http_answer(answer: Answer, default_headers: list[tuple[bytes, bytes]], keep_alive: bool) -> bytes:
     """The bytes uvicorn writes for the app's JSONResponse of this answer."""
-    body = json.dumps(answer.body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-    head = [STATUS_LINE[answer.status]]
-    head += [b"%s: %s\r\n" % header for header in default_headers]
+    body = _ENCODE(answer.body).encode()
+    head = [STATUS_LINE[answer.status], _header_lines(default_headers)]
     if answer.replayed:
         head.append(b"idempotent-replayed: true\r\n")
     head.append(b"content-length: %d\r\ncontent-type: application/json\r\n" % len(body))
     if not keep_alive:
         head.append(b"connection: close\r\n")
     return b"".join([*head, b"\r\n", body])
+
+
+_lines: tuple[list[tuple[bytes, bytes]], bytes] = ([], b"")
+
+
+def _header_lines(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """uvicorn's default headers as lines: made again only when uvicorn replaces the list (its
+    date, once a second)."""
+    global _lines
+    if headers is not _lines[0]:
+        _lines = (headers, b"".join(b"%s: %s\r\n" % header for header in headers))
+    return _lines[1]
 
 
 class _Coalescing:
@@ -260,6 +273,11 @@ class _Coalescing:
         if not self._pending:
             self._loop.call_soon(self.flush)
         self._pending.append(data)
+
+    def write_now(self, data: bytes) -> None:
+        """What was written so far, and `data` after it, to the socket now."""
+        self._pending.append(data)
+        self.flush()
 
     def flush(self) -> None:
         """What was written so far, to the socket now."""
