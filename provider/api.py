@@ -32,6 +32,7 @@ from labcore.events import Hit
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
 from labcore.scoped import EFFECT_METHODS, ROOT, BadScope, Scope, read, verify
+from provider.fast import held_send
 from provider.holds import Holds
 from provider.ledger import SendTicket
 from provider.store import Store
@@ -43,9 +44,9 @@ class ScopeBody(BaseModel):
 
 
 def scoped_router(store: Store, holds: Holds) -> APIRouter:
-    # The built-in send's answers and its path for an armed request, so both hold alike
-    # (imported here: provider.app includes this router, so it is loaded by now).
-    from provider.app import _held_send, _json
+    # The built-in send's answers, so both answer alike (imported here: provider.app
+    # includes this router, so it is loaded by now).
+    from provider.app import _json
 
     router = APIRouter()
     known: dict[str, str] = {}  # ledger -> its scope secret, read through from the store
@@ -101,7 +102,7 @@ def scoped_router(store: Store, holds: Holds) -> APIRouter:
         if hit is None:
             answer = store.apply(ticket, payload)
         else:  # holding blocks: off the event loop
-            answer = await run_in_threadpool(_held_send, store, holds, ticket, payload, hit)
+            answer = await run_in_threadpool(held_send, store, holds, ticket, payload, hit)
         return _json(answer.status, answer.body)
 
     @router.api_route(ROOT + "/{token}/api/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)

@@ -16,73 +16,50 @@ Scoped:   /s/{token}/...  a user's own job, any HTTP client (provider/api.py)
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import MISSING
 from enum import Enum
 from http import HTTPStatus
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from labcore.boundaries import Boundary
 from labcore.credentials import matches
-from labcore.events import Hit
-from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
 from labcore.scoped import ROOT
 from provider import audit
 from provider.api import scoped_router
 from provider.contract import Contract
+from provider.fast import held_send
 from provider.holds import Holds
-from provider.ledger import Answer, SendTicket
+from provider.ledger import SendTicket
 from provider.store import LogReader, Store, UnknownLedger
+from provider.wire import (
+    CHAOS,
+    MAX_ATTEMPT,
+    MAX_BODY,
+    MAX_CHAOS,
+    MAX_KEY,
+    MAX_NAME,
+    ClockBody,
+    ContractBody,
+    HitHeader,
+    SendBody,
+    hit_of,
+)
 
 REPLAYED = "Idempotent-Replayed"
-MAX_BODY = 64 * 1024  # every legitimate body is under 11 KiB
-MAX_KEY = 255  # Stripe's limit for Idempotency-Key
-MAX_NAME = 200  # ledger names and references
-MAX_ATTEMPT = 1_000_000  # far above any Retry(max=N); keeps the log's INTEGER column in range
-MAX_SECONDS = 10 * 365 * 86_400.0  # retention, listing lag, one clock step: finite and bounded
 OPEN_PATHS = frozenset({"/health"})  # answers "ok" and nothing else
 SCOPED = f"{ROOT}/"  # users' jobs' signed URLs: checked by their signature (provider/api.py)
 
 ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Any]
-
-
-# Strict: a boolean is not a number, a number is not a string; unknown fields are errors.
-_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-class SendBody(BaseModel):
-    model_config = _STRICT
-    reference: str = Field(min_length=1, max_length=MAX_NAME)
-    recipient: str = Field(min_length=1, max_length=320)
-    message: str = Field(max_length=10_000)
-
-
-class ContractBody(BaseModel):
-    model_config = _STRICT
-    dedup: bool = True
-    retention_seconds: float = Field(default=86_400.0, gt=0, le=MAX_SECONDS)
-    single_lookup: bool = True
-    listing_lag_seconds: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
-    decline_domain: str = Field(default="", max_length=253)
-
-
-class ClockBody(BaseModel):
-    model_config = _STRICT
-    advance_seconds: float = Field(gt=0, le=MAX_SECONDS)
 
 
 # -- response bodies, for the OpenAPI document ------------------------------
@@ -157,25 +134,9 @@ Reference = Annotated[str, Path(min_length=1, max_length=MAX_NAME)]
 # Printable ASCII without spaces: what a header carries unchanged through every client and proxy.
 IdempotencyKey = Annotated[str | None, Header(min_length=1, max_length=MAX_KEY, pattern=r"^[!-~]+$")]
 Attempt = Annotated[int | None, Header(ge=1, le=MAX_ATTEMPT, description="the client's attempt number, for the log")]
-CHAOS = "x-testbed-chaos"
-Chaos = Annotated[str | None, Header(max_length=8192, description="the lab's armed fault (JSON); absent otherwise")]
-
-
-def _wire_model(cls: type[Any]) -> type[BaseModel]:
-    """A strict, bounded model of a flat dataclass (str, int and float fields), for checking its JSON."""
-    bounds = {str: Field(max_length=128), int: Field(ge=0, le=2**31), float: Field(ge=0, le=1e12)}
-    hints = get_type_hints(cls)
-    fields: dict[str, Any] = {
-        f.name: (
-            Annotated[hints[f.name], bounds[hints[f.name]]] if hints[f.name] in bounds else hints[f.name],
-            ... if f.default is MISSING else f.default,
-        )
-        for f in dataclasses.fields(cls)
-    }
-    return create_model(f"{cls.__name__}Header", __config__=_STRICT, **fields)
-
-
-HitHeader = _wire_model(Hit)
+Chaos = Annotated[
+    str | None, Header(max_length=MAX_CHAOS, description="the lab's armed fault (JSON); absent otherwise")
+]
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -203,26 +164,6 @@ def _json(status: int, body: dict[str, Any], replayed: bool = False) -> JSONResp
 def _malformed(where: list[str]) -> JSONResponse:
     # Only the parts of the request that were wrong: never their values.
     return _json(400, {"error": f"malformed request ({', '.join(sorted(set(where))) or 'request'})"})
-
-
-def _held_send(store: Store, holds: Holds, ticket: SendTicket, payload: dict[str, Any], hit: Hit) -> Answer:
-    """Runs in a thread, which owns the claimed key until the send is applied or dropped."""
-    settled = False  # store.apply and store.drop each release the claim exactly once
-    try:
-        if holds.at(Boundary.BEFORE_EFFECT, hit) is Release.DROP:
-            settled = True
-            store.drop(ticket)
-            holds.done(Boundary.BEFORE_EFFECT, hit)
-            return Answer(503, {"error": "request abandoned"})
-        settled = True
-        answer = store.apply(ticket, payload)
-        holds.done(Boundary.BEFORE_EFFECT, hit)
-        holds.at(Boundary.AFTER_EFFECT, hit)
-        holds.done(Boundary.AFTER_EFFECT, hit)
-        return answer
-    finally:
-        if not settled:  # the hold itself failed (the bus is gone): the key must not stay in flight
-            store.drop(ticket)
 
 
 class Guard:
@@ -279,60 +220,6 @@ async def _body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes | _C
             return _Cut.OVER
         if not message.get("more_body", False):
             return bytes(body)
-
-
-# The unarmed send's request line and headers as the server's parser hands them over.
-FastSend = Callable[[bytes, list[tuple[bytes, bytes]], bytes], Answer | None]
-# A ledger's name in printable ASCII but for "/", "?", "#" and "%": a URL with a query, a
-# fragment or an escape the server would unquote goes to the route.
-_SEND_URL = re.compile(rb'/ledgers/([!"$&-.0->@-~]{1,%d})/effects' % MAX_NAME)
-_KEY = re.compile(rf"[!-~]{{1,{MAX_KEY}}}")
-_CHAOS = CHAOS.encode()
-
-
-def unarmed_send(store: Store, token: str | None) -> FastSend:
-    """The lab's hot path, the unarmed send, answered by the server's own protocol
-    (provider.server) before any of ASGI, the middleware or the framework: the
-    guard's checks (the token, the body's size), the route's models and bounds,
-    the same store call and the same answer. It answers only a request it can
-    check whole and that the route would accept (one of each header, a JSON body
-    of the right shape); for anything else, valid or not, it says None, and the
-    request goes on to the app, which answers as before."""
-
-    def answer(url: bytes, raw: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
-        if (path := _SEND_URL.fullmatch(url)) is None or len(body) > MAX_BODY:
-            return None
-        headers = dict(raw)
-        if len(raw) != len(headers) or _CHAOS in headers:  # a repeated header: the route's rules decide
-            return None
-        presented = headers.get(b"authorization")
-        if token is not None and not matches(None if presented is None else presented.decode("latin-1"), token):
-            return None
-        if headers.get(b"content-type") != b"application/json":
-            return None
-        key = headers.get(b"idempotency-key")
-        if key is not None and _KEY.fullmatch(key.decode("latin-1")) is None:
-            return None
-        attempt = headers.get(b"x-testbed-attempt")
-        if attempt is not None and not (attempt.isdigit() and 1 <= int(attempt) <= MAX_ATTEMPT):
-            return None
-        try:
-            payload = SendBody.model_validate(json.loads(body)).model_dump()
-        except (ValueError, ValidationError):
-            return None
-        ticket = SendTicket(
-            path.group(1).decode("ascii"),
-            payload["reference"],
-            None if key is None else key.decode("latin-1"),
-            fingerprint(payload),
-            None if attempt is None else int(attempt),
-        )
-        try:
-            return store.send(ticket, payload)
-        except UnknownLedger:
-            return Answer(404, {"error": "unknown ledger"})
-
-    return answer
 
 
 def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[Any]]:
@@ -422,7 +309,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
         hit = None
         if x_testbed_chaos:
             try:
-                hit = Hit(**HitHeader.model_validate_json(x_testbed_chaos).model_dump())
+                hit = hit_of(x_testbed_chaos)
             except ValidationError:
                 return _malformed(["header"])
         payload = body.model_dump()
@@ -434,7 +321,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
         if early is not None:
             return _json(early.status, early.body, early.replayed)
         # An armed request: holding it blocks, so it leaves the event loop.
-        answer = await run_in_threadpool(_held_send, store, holds, ticket, payload, hit)
+        answer = await run_in_threadpool(held_send, store, holds, ticket, payload, hit)
         return _json(answer.status, answer.body)
 
     @app.get(

@@ -17,13 +17,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from labcore.answers import RETRY_AFTER, UNPROCESSED
 
-P = ParamSpec("P")
-R = TypeVar("R")
 _BODY = json.dumps({"error": "the provider is restarting; the request was not processed"}).encode()
 
 
@@ -66,21 +63,6 @@ class Gate:
     def reopen(self) -> None:
         with self._lock:
             self._closed = False
-
-    def around(self, answer: Callable[P, R | None]) -> Callable[P, R | None]:
-        """`answer` (a job's request answered outside the app: provider.app.unarmed_send)
-        through the gate: while it is closed, None, and the request goes on to the app,
-        whose GateMiddleware turns it away."""
-
-        def passed(*args: P.args, **kwargs: P.kwargs) -> R | None:
-            if not self.enter():
-                return None
-            try:
-                return answer(*args, **kwargs)
-            finally:
-                self.leave()
-
-        return passed
 
 
 def gated(path: str) -> bool:

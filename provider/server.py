@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -22,12 +23,15 @@ from labcore.bus import Bus
 from labcore.collector import uncollected
 from labcore.keys import RunKeys
 from labcore.procs import die_with_parent
-from provider.app import MAX_BODY, FastSend, create_app, unarmed_send
 from provider.buses import RunBuses
+from provider.fast import Fast, Held, answering
 from provider.gate import Gate, GateMiddleware
 from provider.holds import Holds
 from provider.ledger import Answer
 from provider.store import Store
+from provider.wire import MAX_BODY
+
+_FAILED = Answer(500, {"error": "internal server error"})
 
 
 def serve(
@@ -48,12 +52,13 @@ def serve(
     With `uds`, serve on that unix socket too (same app, same token): the lab's
     own work-horses on this host connect there, without a TCP connect per job."""
     die_with_parent(parent_pid)
-    with uncollected():  # the store and the app live as long as the provider
+    with uncollected():  # the store and the answers live as long as the provider
         store = Store(db)
         connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
         gate = Gate()
-        app = GateMiddleware(create_app(store, Holds(connect, gate), token), gate)
-        protocol = functools.partial(_Protocol, fast=gate.around(unarmed_send(store, token)))
+        holds = Holds(connect, gate)
+        app = _LazyApp(functools.partial(_make_app, store, holds, gate, token))
+        protocol = functools.partial(_Protocol, fast=answering(store, holds, gate, token))
     level = "info" if access_log else "warning"
     # uvicorn's "auto" loop is uvloop, a dependency: a quarter less CPU per request than asyncio's.
     # A SIGTERM waits at most a second for requests in progress: one held at a boundary
@@ -67,6 +72,7 @@ def serve(
         access_log=access_log,
         http=protocol,
         ws="none",  # no route takes one: every connection is an HTTP one of _Protocol
+        lifespan="off",  # the app has no startup or shutdown of its own, and is made later
         timeout_graceful_shutdown=1,
     )
     sockets = None
@@ -85,6 +91,29 @@ def serve(
         _Server(config, close).run(sockets=sockets)
     finally:
         close()
+
+
+def _make_app(store: Store, holds: Holds, gate: Gate, token: str | None) -> Any:
+    """The app for every request the protocol does not answer: FastAPI's import with it."""
+    with uncollected():
+        from provider.app import create_app
+
+        return GateMiddleware(create_app(store, holds, token), gate)
+
+
+class _LazyApp:
+    """The provider's ASGI app, made by the first request that needs it (`provider.fast` says
+    which do not). Its framework's import and its routes are a quarter of a second of CPU,
+    most of a provider's start, and a default run never needs them."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._app is None:
+            self._app = self._make()
+        await self._app(scope, receive, send)
 
 
 def _bus(url: str, prefix: str | None) -> Bus | RunBuses:
@@ -129,16 +158,19 @@ class _Server(uvicorn.Server):
 
 
 class _Protocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the unarmed send answered in it, an answer
+    """uvicorn's httptools protocol, with a run's requests answered in it, an answer
     written whole, and Nagle off on TCP.
 
-    The unarmed send, nearly every request of a run, is answered here as soon as
-    its body is whole (`provider.app.unarmed_send`), without the task, the ASGI
-    messages, the middleware and the response object uvicorn and the framework
-    make for every request: a fifth of the provider's instructions a send
-    (529,336 before, 424,379 after: bench/provider_instructions.py). A request that the
-    fast path does not take goes on to the app as uvicorn would have handed it
-    over, and one pipelined behind a request of the app's waits its turn there.
+    Nearly every request of a run is answered here as soon as its body is whole
+    (`provider.fast`), without the task, the ASGI messages, the middleware and
+    the response object uvicorn and the framework make for every request: for
+    the unarmed send, a fifth of the provider's instructions (529,336 before,
+    424,379 after: bench/provider_instructions.py); and the framework is not
+    even imported (`_LazyApp`). An armed send's answer is made in a thread of
+    its own, which holds it at its boundaries, and written here once made; the
+    connection reads nothing more meanwhile. A request that is not taken here
+    goes on to the app as uvicorn would have handed it over, and one pipelined
+    behind a request of the app's waits its turn there.
 
     uvicorn writes an answer's head and its body apart: two system calls, each
     of which can wake a client waiting for the answer. The transport here hands
@@ -148,10 +180,10 @@ class _Protocol(HttpToolsProtocol):
     uvicorn's (and most) are made without: on a keep-alive connection the body
     waited for the client's delayed ACK, 40 ms an answer."""
 
-    def __init__(self, *args: Any, fast: FastSend | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fast: Fast | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fast = fast
-        self._body: bytearray | None = None  # a request the fast path may take: its body so far
+        self._body: bytearray | None = None  # a request that may be answered here: its body so far
         self._closing = False  # asked to shut down while such a request was coming in
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -162,19 +194,23 @@ class _Protocol(HttpToolsProtocol):
 
     @property
     def in_progress(self) -> bool:
-        """A request the fast path may take has come in and is not answered yet."""
+        """A request that may be answered here has come in and is not answered yet."""
         return self._body is not None
 
     def on_headers_complete(self) -> None:
         idle = self.cycle is None or self.cycle.response_complete  # nothing pipelined before it
-        if self._fast is not None and idle and self._may_be_a_send():
+        if self._fast is not None and idle and self._may_be_answered():
             self._body = bytearray()  # decided once the body is whole
         else:
             super().on_headers_complete()
 
-    def _may_be_a_send(self) -> bool:
-        """A POST with nothing uvicorn must act on before its body: no 100-continue, no upgrade."""
-        return self.parser.get_method() == b"POST" and not self.expect_100_continue and not self.parser.should_upgrade()
+    def _may_be_answered(self) -> bool:
+        """A GET, PUT or POST with nothing uvicorn must act on before its body: no 100-continue, no upgrade."""
+        return (
+            self.parser.get_method() in _ANSWERED
+            and not self.expect_100_continue
+            and not self.parser.should_upgrade()
+        )
 
     def on_body(self, body: bytes) -> None:
         if self._body is None:
@@ -187,7 +223,10 @@ class _Protocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self._body is not None:
             assert self._fast is not None  # a body is kept only for it
-            answer = self._fast(self.url, self.headers, bytes(self._body))
+            answer = self._fast(self.parser.get_method(), self.url, self.headers, bytes(self._body))
+            if isinstance(answer, Held):
+                self._hold(answer)
+                return
             if answer is not None:
                 self._answer(answer)
                 return
@@ -201,6 +240,31 @@ class _Protocol(HttpToolsProtocol):
         if body:
             super().on_body(bytes(body))
 
+    def _hold(self, held: Held) -> None:
+        """An armed send: its answer made in a thread of its own, written once made."""
+        self.flow.pause_reading()
+        loop = self.loop
+
+        def run() -> None:
+            try:
+                answer = held.run()
+            except Exception:  # as uvicorn answers a route's error, and logs it
+                self.logger.exception("Exception in an armed send")
+                answer = _FAILED
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the provider stopped meanwhile
+                loop.call_soon_threadsafe(self._written, answer, held)
+
+        threading.Thread(target=run, name="armed send", daemon=True).start()
+
+    def _written(self, answer: Answer, held: Held) -> None:
+        try:
+            if self.parser is None or self.transport.is_closing():  # its client went away meanwhile
+                self._body = None
+            else:
+                self._answer(answer)
+        finally:
+            held.done()
+
     def _answer(self, answer: Answer) -> None:
         """As the app would have answered it (a JSONResponse through uvicorn), in one write."""
         keep_alive = self.parser.should_keep_alive() and not self._closing
@@ -209,9 +273,9 @@ class _Protocol(HttpToolsProtocol):
         self._body = None  # only now: a SIGTERM in between would find a request in progress
         if self.access_log:  # the line uvicorn logs for a request it answers
             client = get_client_addr({"client": self.client})  # type: ignore[typeddict-item]
-            version = self.parser.get_http_version()
+            method, version = self.parser.get_method().decode(), self.parser.get_http_version()
             self.access_logger.info(
-                '%s - "%s %s HTTP/%s" %d', client, "POST", self.url.decode(), version, answer.status
+                '%s - "%s %s HTTP/%s" %d', client, method, self.url.decode(), version, answer.status
             )
         if not keep_alive:
             self.transport.close()
@@ -222,6 +286,9 @@ class _Protocol(HttpToolsProtocol):
             super().shutdown()
         else:  # answered, then closed, as uvicorn lets a request in progress end
             self._closing = True
+
+
+_ANSWERED = frozenset({b"GET", b"PUT", b"POST"})  # the methods of the requests provider.fast may answer
 
 
 # Starlette's JSONResponse's encoding, with one encoder (json.dumps with options makes one each call).

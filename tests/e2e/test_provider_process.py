@@ -194,7 +194,7 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     from labcore.faults import Fault
     from labcore.ids import HitId
     from labcore.keys import RunKeys
-    from provider.app import CHAOS
+    from provider.wire import CHAOS
 
     with a_runs_provider(tmp_path, private_redis_url, "held") as (process, proc):
         hid = str(HitId("c001", 1, 1, Boundary.AFTER_EFFECT))

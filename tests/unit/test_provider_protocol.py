@@ -18,15 +18,17 @@ import asyncio
 import json
 import logging
 import socket
+import threading
 
 import uvicorn
 from uvicorn.logging import AccessFormatter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from provider.app import MAX_BODY
+from provider.fast import Held
 from provider.ledger import Answer
 from provider.server import _Coalescing, _Protocol
+from provider.wire import MAX_BODY
 
 
 async def _app(scope: dict, receive: object, send: object) -> None:  # never called: no request is sent
@@ -91,11 +93,13 @@ class _Recorder(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0
 
+    reading = True
+
     def pause_reading(self) -> None:  # uvicorn's flow control, for a body past its high-water mark
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
 
 def test_what_is_written_in_one_turn_of_the_loop_reaches_the_socket_as_one_write():
@@ -165,9 +169,12 @@ class _Served:
         self.app: list[tuple[str, bytes]] = []
         self._fast_answers = fast_answers
 
-    def fast_path(self, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
+    def fast_path(self, method: bytes, url: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
+        """Takes every POST (when it answers at all); what it is handed of anything else goes to the app."""
         self.fast.append((url, headers, body))
-        return Answer(201, {"id": "eff_1", "reference": "op-1"}, replayed=True) if self._fast_answers else None
+        if method != b"POST" or not self._fast_answers:
+            return None
+        return Answer(201, {"id": "eff_1", "reference": "op-1"}, replayed=True)
 
     async def asgi(self, scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
         body, more = b"", True
@@ -226,7 +233,7 @@ def test_a_request_the_fast_path_does_not_take_reaches_the_app_whole():
 def test_other_methods_and_oversized_bodies_go_to_the_app_unseen_by_the_fast_path():
     served = _Served(fast_answers=True)
     big = b"x" * (MAX_BODY + 10)
-    served.run(b"GET /ledgers/l/effects/op-1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    served.run(b"DELETE /ledgers/l/effects/op-1 HTTP/1.1\r\nHost: x\r\n\r\n")
     served.run(SEND % len(big) + big[:1000], big[1000:])
     assert served.fast == []
     assert served.app == [("/ledgers/l/effects/op-1", b""), ("/ledgers/l/effects", big)]
@@ -276,3 +283,37 @@ def test_a_send_right_behind_an_answer_of_the_app_goes_out_after_it():
     sent = b"".join(asyncio.run(serve()).writes)
     assert sent.startswith(b"HTTP/1.1 202 Accepted")
     assert sent.index(b"HTTP/1.1 201 Created") > 0
+
+
+def test_an_armed_send_is_answered_from_its_thread_the_connection_reading_nothing_meanwhile():
+    """Held at its boundaries in a thread of its own; answered, and the gate left, once the hold ends."""
+    release, done = threading.Event(), []
+
+    def hold() -> Answer:
+        release.wait(5)
+        return Answer(201, {"id": "eff_2", "reference": "op-2"})
+
+    def fast(method: bytes, url: bytes, headers: list, body: bytes) -> Held:
+        return Held(hold, lambda: done.append(protocol.in_progress))
+
+    config = uvicorn.Config(_app, http=_Protocol, log_level="warning")
+    config.load()
+
+    async def serve() -> _Recorder:
+        nonlocal protocol
+        protocol = _Protocol(config, ServerState(), {}, fast=fast)
+        recorder = _Recorder()
+        protocol.connection_made(recorder)
+        protocol.data_received(SEND % 2 + b"{}")
+        await asyncio.sleep(0.01)
+        assert recorder.writes == [] and not recorder.reading and protocol.in_progress
+        release.set()
+        while not done:
+            await asyncio.sleep(0.001)
+        return recorder
+
+    protocol: _Protocol
+    recorder = asyncio.run(serve())
+    (answer,) = recorder.writes
+    assert answer.startswith(b"HTTP/1.1 201 Created") and answer.endswith(b'{"id":"eff_2","reference":"op-2"}')
+    assert recorder.reading and done == [False]  # written, then the gate left; reading again
