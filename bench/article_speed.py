@@ -45,12 +45,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from throughput import compile_project, load_average
+from throughput import CHAOS_JOBS, CHAOS_WORKERS, compile_project, load_average
 
 HERE = Path(__file__).resolve().parent
 
-CHAOS_JOBS = 1280  # 12 cells x 100 ops, plus a retry for each of the 80 faulted ops
-CHAOS_WORKERS = 4
 
 
 def timed(argv: list[str], cwd: Path, stdout: Path) -> tuple[float, float]:

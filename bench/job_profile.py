@@ -36,8 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
-from article_speed import CHAOS_JOBS, CHAOS_WORKERS
-from throughput import compile_project, programs
+from throughput import add_side_options, compile_project, programs, side_options
 from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
@@ -166,16 +165,9 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, help="1000 (with --chaos: the run's 1,280 jobs)")
-    parser.add_argument("--workers", type=int, help="2 (with --chaos: the run's 4)")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--strategy", default="provider-key")
-    parser.add_argument("--chaos", action="store_true", help="the default `testbed chaos` instead of `testbed load`")
+    add_side_options(parser, ops=1000, workers=2)
     args = parser.parse_args()
-    if args.chaos and (args.ops or args.workers):
-        parser.error("--chaos runs the default chaos run: its jobs and workers are its own")
-    args.ops = args.ops or (CHAOS_JOBS if args.chaos else 1000)
-    args.workers = args.workers or (CHAOS_WORKERS if args.chaos else 2)
+    args.ops, args.workers = side_options(parser, args, ops=1000, workers=2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)

@@ -1,0 +1,164 @@
+"""Where the machine's CPU goes, by process role, raw RQ against the lab: sampled by the kernel (perf).
+
+    python bench/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2]
+
+Each side runs as its own program, as the other benchmarks run them (raw RQ
+draining no-op jobs, `bench/raw_rq.py`; `testbed load --kill-rate 0`, or with
+--chaos the default `testbed chaos` against raw RQ draining its 1,280 jobs
+on 4 workers), under `perf record -a -e cpu-clock`: every CPU is sampled a
+thousand times a second whatever it runs, its idle included, and so are
+work-horses that live a few milliseconds, which a poll of the process table
+misses. Each sample is charged to its process's role in the program's tree
+(the program itself: raw RQ's enqueuer or the testbed process; Redis; the
+provider; the lab's zygote; the workers; their work-horses; the cores'
+idle), and to the kernel or user space. Printed: seconds of CPU by role,
+each side (medians of --runs, the sides taking turns), and the lab's total
+over raw RQ's, idle left out. Needs perf (Debian's linux-perf) and leave to
+sample the whole machine (root, or kernel.perf_event_paranoid at 0 or less).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from throughput import add_side_options, compile_project, programs, side_options
+
+HERE = Path(__file__).resolve().parent
+HZ = 1000
+ROLES = ["horse", "worker", "zygote", "provider", "program", "redis", "other", "idle"]
+_JOBS = 10  # a process that forked this many children is a worker (its work-horses)
+_FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):\d+\)")
+_SAMPLE = re.compile(r"^\s*(.*?)\s+(\d+)/\d+\s+[0-9a-f]+\s+\((.*)\)\s*$")
+
+
+def sample(argv: list[str], env: dict[str, str], out: Path) -> dict[str, tuple[float, float]]:
+    """Seconds of CPU by role, all of it and the kernel's, over the whole program. The roles
+    come from the process tree perf records (its forks) and the programs' names: nothing
+    polls the process table meanwhile, which would itself take CPU from the run."""
+    perf = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(HZ), "-o", str(out), "--"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen([*perf, *argv], env=env, cwd=HERE.parent, **quiet)
+    if proc.wait() != 0:
+        raise SystemExit(f"{argv[:4]} failed under perf")
+    script = ["perf", "script", "-i", str(out), "--show-task-events", "-F", "comm,pid,tid,ip,dso"]
+    lines = subprocess.run(script, capture_output=True, text=True, check=True).stdout.splitlines()
+    tree = _Tree(proc.pid)
+    samples: Counter[tuple[int, bool]] = Counter()
+    for line in lines:
+        if (fork := _FORK.search(line)) is not None:
+            if fork.group(1) == fork.group(2):  # a process, not a thread
+                tree.fork(int(fork.group(1)), int(fork.group(3)))
+        elif (hit := _SAMPLE.match(line)) is not None:
+            pid = int(hit.group(2))
+            tree.named(pid, hit.group(1))
+            samples[pid, "kernel" in hit.group(3)] += 1
+    spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for (pid, kernel), count in samples.items():
+        role = tree.role(pid)
+        spent[role][0] += count / HZ
+        if kernel:
+            spent[role][1] += count / HZ
+    return {role: (total, kernel) for role, (total, kernel) in spent.items()}
+
+
+class _Tree:
+    """The processes perf saw forked, and the names they ran under."""
+
+    def __init__(self, perf: int) -> None:
+        self._perf = perf
+        self.parent: dict[int, int] = {}
+        self.children: dict[int, set[int]] = defaultdict(set)
+        self.names: dict[int, set[str]] = defaultdict(set)
+
+    def fork(self, child: int, parent: int) -> None:
+        self.parent[child] = parent
+        self.children[parent].add(child)
+
+    def named(self, pid: int, comm: str) -> None:
+        self.names[pid].add(comm.strip())
+
+    def role(self, pid: int) -> str:
+        if pid == 0:
+            return "idle"
+        if any(name.startswith("redis-server") for name in self.names[pid]):
+            return "redis"
+        program = self._program()
+        if pid == program:
+            return "program"
+        if self._forks_jobs(pid):
+            return "worker"
+        if self._forks_jobs(self.parent.get(pid)):
+            return "horse"
+        if self.parent.get(pid) == program:
+            # The lab's zygote forks its workers; a Python child of the program that forks no
+            # worker is its provider. (Raw RQ's workers are the program's own children.)
+            return "zygote" if any(self._forks_jobs(c) for c in self.children[pid]) else "provider"
+        ancestor = self.parent.get(pid)
+        while ancestor is not None and ancestor != program:
+            ancestor = self.parent.get(ancestor)
+        return "other" if ancestor == program else "elsewhere"  # elsewhere: the machine's, not the program's
+
+    def _program(self) -> int:
+        """perf's child, which ran the program."""
+        return min(self.children[self._perf])
+
+    def _forks_jobs(self, pid: int | None) -> bool:
+        """A worker: it forked a work-horse per job (raw RQ's workers, the lab's zygote's forks)."""
+        return pid is not None and len(self.children[pid]) >= _JOBS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_side_options(parser, ops=2000, workers=4)
+    args = parser.parse_args()
+    args.ops, args.workers = side_options(parser, args, ops=2000, workers=4)
+    if shutil.which("perf") is None:
+        print("perf is not installed (Debian's linux-perf)", file=sys.stderr)
+        sys.exit(2)
+    if os.geteuid() != 0 and int(Path("/proc/sys/kernel/perf_event_paranoid").read_text()) > 0:
+        print("sampling the whole machine needs root or kernel.perf_event_paranoid at 0 or less", file=sys.stderr)
+        sys.exit(2)
+    from workers.worker import CLASS_PATH
+
+    compile_project()
+    work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
+    results: dict[str, list[dict[str, tuple[float, float]]]] = defaultdict(list)
+    try:
+        env, sides = programs(CLASS_PATH, work, args.ops, args.workers, args.strategy, args.chaos)
+        for n in range(args.runs):
+            for side, argv in sides.items():
+                results[side].append(sample(argv, env, work / f"perf-{n}.data"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
+    print(f"{what} against raw RQ: {args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus")
+    print(f"seconds of CPU by role (of which the kernel's), medians of {args.runs}")
+    roles = ROLES + sorted({r for runs in results.values() for run in runs for r in run} - set(ROLES))
+    print(f"{'':10} {'raw RQ':>16} {'testbed':>16}")
+    totals = {}
+    for role in roles:
+        cells = []
+        for side in sides:
+            total = statistics.median(run.get(role, (0.0, 0.0))[0] for run in results[side])
+            kernel = statistics.median(run.get(role, (0.0, 0.0))[1] for run in results[side])
+            cells.append(f"{total:7.2f} ({kernel:5.2f})" if total else f"{'-':>16}")
+        print(f"{role:10} {cells[0]:>16} {cells[1]:>16}")
+    for side in sides:
+        busy = [sum(t for role, (t, _) in run.items() if role not in ("idle", "elsewhere")) for run in results[side]]
+        totals[side] = statistics.median(busy)
+    raw, ours = totals.values()
+    print(f"{'busy':10} {raw:16.2f} {ours:16.2f}   the lab over raw RQ: {ours / raw:.3f}x")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))
+    main()
