@@ -185,6 +185,7 @@ class _Protocol(HttpToolsProtocol):
         self._fast = fast
         self._body: bytearray | None = None  # a request that may be answered here: its body so far
         self._closing = False  # asked to shut down while such a request was coming in
+        self._holding = False  # an armed send's answer is being made in its thread
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -196,6 +197,11 @@ class _Protocol(HttpToolsProtocol):
     def in_progress(self) -> bool:
         """A request that may be answered here has come in and is not answered yet."""
         return self._body is not None
+
+    def on_message_begin(self) -> None:
+        if self._holding:  # the parser's error: uvicorn answers 400 and closes (the held answer is dropped)
+            raise _Pipelined("a request pipelined behind an armed send")
+        super().on_message_begin()
 
     def on_headers_complete(self) -> None:
         idle = self.cycle is None or self.cycle.response_complete  # nothing pipelined before it
@@ -241,7 +247,10 @@ class _Protocol(HttpToolsProtocol):
             super().on_body(bytes(body))
 
     def _hold(self, held: Held) -> None:
-        """An armed send: its answer made in a thread of its own, written once made."""
+        """An armed send: its answer made in a thread of its own, written once made. The
+        connection reads nothing more meanwhile; a request already behind it (no client of
+        the lab's sends one) is refused as the parser refuses a malformed one."""
+        self._holding = True
         self.flow.pause_reading()
         loop = self.loop
 
@@ -257,6 +266,7 @@ class _Protocol(HttpToolsProtocol):
         threading.Thread(target=run, name="armed send", daemon=True).start()
 
     def _written(self, answer: Answer, held: Held) -> None:
+        self._holding = False
         try:
             if self.parser is None or self.transport.is_closing():  # its client went away meanwhile
                 self._body = None
@@ -289,6 +299,10 @@ class _Protocol(HttpToolsProtocol):
 
 
 _ANSWERED = frozenset({b"GET", b"PUT", b"POST"})  # the methods of the requests provider.fast may answer
+
+
+class _Pipelined(Exception):
+    """A request arrived behind an armed send still held."""
 
 
 # Starlette's JSONResponse's encoding, with one encoder (json.dumps with options makes one each call).

@@ -19,6 +19,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Callable
 
 import uvicorn
 from uvicorn.logging import AccessFormatter
@@ -285,35 +286,56 @@ def test_a_send_right_behind_an_answer_of_the_app_goes_out_after_it():
     assert sent.index(b"HTTP/1.1 201 Created") > 0
 
 
-def test_an_armed_send_is_answered_from_its_thread_the_connection_reading_nothing_meanwhile():
-    """Held at its boundaries in a thread of its own; answered, and the gate left, once the hold ends."""
+ARMED = Answer(201, {"id": "eff_2", "reference": "op-2"})
+
+
+def _held(data: bytes, while_held: Callable[[_Protocol, _Recorder], None]) -> tuple[_Recorder, list[bool]]:
+    """A protocol whose every request is an armed send, held until `while_held` has looked
+    at it (its first request's hold); what was written, and whether a request was in
+    progress as each held answer's gate was left."""
     release, done = threading.Event(), []
+    config = uvicorn.Config(_app, http=_Protocol, log_level="warning")
+    config.load()
 
     def hold() -> Answer:
         release.wait(5)
-        return Answer(201, {"id": "eff_2", "reference": "op-2"})
+        return ARMED
 
-    def fast(method: bytes, url: bytes, headers: list, body: bytes) -> Held:
+    def fast(*_: object) -> Held:
         return Held(hold, lambda: done.append(protocol.in_progress))
-
-    config = uvicorn.Config(_app, http=_Protocol, log_level="warning")
-    config.load()
 
     async def serve() -> _Recorder:
         nonlocal protocol
         protocol = _Protocol(config, ServerState(), {}, fast=fast)
         recorder = _Recorder()
         protocol.connection_made(recorder)
-        protocol.data_received(SEND % 2 + b"{}")
+        protocol.data_received(data)
         await asyncio.sleep(0.01)
-        assert recorder.writes == [] and not recorder.reading and protocol.in_progress
+        while_held(protocol, recorder)
         release.set()
         while not done:
             await asyncio.sleep(0.001)
         return recorder
 
     protocol: _Protocol
-    recorder = asyncio.run(serve())
+    return asyncio.run(serve()), done
+
+
+def test_an_armed_send_is_answered_from_its_thread_the_connection_reading_nothing_meanwhile():
+    """Held at its boundaries in a thread of its own; answered, and the gate left, once the hold ends."""
+
+    def held(protocol: _Protocol, recorder: _Recorder) -> None:
+        assert recorder.writes == [] and not recorder.reading and protocol.in_progress
+
+    recorder, done = _held(SEND % 2 + b"{}", held)
     (answer,) = recorder.writes
     assert answer.startswith(b"HTTP/1.1 201 Created") and answer.endswith(b'{"id":"eff_2","reference":"op-2"}')
     assert recorder.reading and done == [False]  # written, then the gate left; reading again
+
+
+def test_a_request_pipelined_behind_a_held_send_is_refused_and_the_held_answer_dropped():
+    """No client of the lab's sends one; one that did must not be answered out of order."""
+    recorder, done = _held(SEND % 2 + b"{}" + SEND % 2 + b"{}", lambda *_: None)  # the second before an answer
+    (refusal,) = recorder.writes
+    assert refusal.startswith(b"HTTP/1.1 400 Bad Request") and recorder.closed_after == 1
+    assert len(done) == 1  # the held one's gate left all the same
