@@ -50,7 +50,6 @@ from throughput import CHAOS_JOBS, CHAOS_WORKERS, compile_project, load_average
 HERE = Path(__file__).resolve().parent
 
 
-
 def timed(argv: list[str], cwd: Path, stdout: Path) -> tuple[float, float]:
     """The program's wall time and CPU time (its own and its reaped descendants')."""
     before = _children_cpu()

@@ -1,6 +1,6 @@
 """Where the machine's CPU goes, by process role, raw RQ against the lab: sampled by the kernel (perf).
 
-    python bench/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2]
+    python bench/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
 
 Each side runs as its own program, as the other benchmarks run them (raw RQ
 draining no-op jobs, `bench/raw_rq.py`; `testbed load --kill-rate 0`, or with
@@ -13,7 +13,10 @@ misses. Each sample is charged to its process's role in the program's tree
 provider; the lab's zygote; the workers; their work-horses; the cores'
 idle), and to the kernel or user space. Printed: seconds of CPU by role,
 each side (medians of --runs, the sides taking turns), and the lab's total
-over raw RQ's, idle left out. Needs perf (Debian's linux-perf) and leave to
+over raw RQ's, idle left out. With --symbols N, also where the work-horses'
+CPU goes on each side: the N places where the lab's work-horses spent the
+most more than raw RQ's, a kernel function by its name, user space by its
+library (Python's own frames are not in perf's view of Python 3.11). Needs perf (Debian's linux-perf) and leave to
 sample the whole machine (root, or kernel.perf_event_paranoid at 0 or less).
 """
 
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from throughput import add_side_options, compile_project, programs, side_options
@@ -37,37 +41,53 @@ HZ = 1000
 ROLES = ["horse", "worker", "zygote", "provider", "program", "redis", "other", "idle"]
 _JOBS = 10  # a process that forked this many children is a worker (its work-horses)
 _FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):\d+\)")
-_SAMPLE = re.compile(r"^\s*(.*?)\s+(\d+)/\d+\s+[0-9a-f]+\s+\((.*)\)\s*$")
+# perf script's line: the command, pid/tid, the address, the symbol (with -F sym), (the DSO).
+_SAMPLE = re.compile(r"^\s*(.*?)\s+(\d+)/\d+\s+[0-9a-f]+\s+(.*?)\s*\((.*)\)\s*$")
 
 
-def sample(argv: list[str], env: dict[str, str], out: Path) -> dict[str, tuple[float, float]]:
-    """Seconds of CPU by role, all of it and the kernel's, over the whole program. The roles
-    come from the process tree perf records (its forks) and the programs' names: nothing
-    polls the process table meanwhile, which would itself take CPU from the run."""
+@dataclass
+class Sampled:
+    """One program's run: seconds of CPU by role, all of it and the kernel's, and
+    the work-horses' seconds by where they ran (with `symbols`; else empty)."""
+
+    roles: dict[str, tuple[float, float]]
+    horse_places: dict[str, float]
+
+
+def sample(argv: list[str], env: dict[str, str], out: Path, symbols: bool = False) -> Sampled:
+    """The program run under perf. The roles come from the process tree perf records (its
+    forks) and the programs' names: nothing polls the process table meanwhile, which
+    would itself take CPU from the run."""
     perf = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(HZ), "-o", str(out), "--"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     proc = subprocess.Popen([*perf, *argv], env=env, cwd=HERE.parent, **quiet)
     if proc.wait() != 0:
         raise SystemExit(f"{argv[:4]} failed under perf")
-    script = ["perf", "script", "-i", str(out), "--show-task-events", "-F", "comm,pid,tid,ip,dso"]
+    fields = "comm,pid,tid,ip,sym,dso" if symbols else "comm,pid,tid,ip,dso"
+    script = ["perf", "script", "-i", str(out), "--show-task-events", "-F", fields]
     lines = subprocess.run(script, capture_output=True, text=True, check=True).stdout.splitlines()
     tree = _Tree(proc.pid)
-    samples: Counter[tuple[int, bool]] = Counter()
+    samples: Counter[tuple[int, bool, str]] = Counter()
     for line in lines:
         if (fork := _FORK.search(line)) is not None:
             if fork.group(1) == fork.group(2):  # a process, not a thread
                 tree.fork(int(fork.group(1)), int(fork.group(3)))
         elif (hit := _SAMPLE.match(line)) is not None:
-            pid = int(hit.group(2))
+            pid, dso = int(hit.group(2)), hit.group(4)
             tree.named(pid, hit.group(1))
-            samples[pid, "kernel" in hit.group(3)] += 1
+            kernel = "kernel" in dso
+            samples[pid, kernel, (f"kernel: {hit.group(3)}" if kernel else Path(dso).name) if symbols else ""] += 1
     spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for (pid, kernel), count in samples.items():
+    places: Counter[str] = Counter()
+    for (pid, kernel, place), count in samples.items():
         role = tree.role(pid)
         spent[role][0] += count / HZ
         if kernel:
             spent[role][1] += count / HZ
-    return {role: (total, kernel) for role, (total, kernel) in spent.items()}
+        if symbols and role == "horse":
+            places[place] += count
+    roles = {role: (total, kernel) for role, (total, kernel) in spent.items()}
+    return Sampled(roles, {place: count / HZ for place, count in places.items()})
 
 
 class _Tree:
@@ -119,8 +139,11 @@ class _Tree:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_side_options(parser, ops=2000, workers=4)
+    parser.add_argument("--symbols", type=int, default=0, metavar="N", help="the work-horses' N top places")
     args = parser.parse_args()
     args.ops, args.workers = side_options(parser, args, ops=2000, workers=4)
+    if args.symbols < 0:
+        parser.error("--symbols must be 0 or more")
     if shutil.which("perf") is None:
         print("perf is not installed (Debian's linux-perf)", file=sys.stderr)
         sys.exit(2)
@@ -131,32 +154,48 @@ def main() -> None:
 
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
-    results: dict[str, list[dict[str, tuple[float, float]]]] = defaultdict(list)
+    results: dict[str, list[Sampled]] = defaultdict(list)
     try:
         env, sides = programs(CLASS_PATH, work, args.ops, args.workers, args.strategy, args.chaos)
         for n in range(args.runs):
             for side, argv in sides.items():
-                results[side].append(sample(argv, env, work / f"perf-{n}.data"))
+                results[side].append(sample(argv, env, work / f"perf-{n}.data", args.symbols > 0))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
     print(f"{what} against raw RQ: {args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus")
     print(f"seconds of CPU by role (of which the kernel's), medians of {args.runs}")
-    roles = ROLES + sorted({r for runs in results.values() for run in runs for r in run} - set(ROLES))
+    roles = ROLES + sorted({r for runs in results.values() for run in runs for r in run.roles} - set(ROLES))
     print(f"{'':10} {'raw RQ':>16} {'testbed':>16}")
     totals = {}
     for role in roles:
         cells = []
         for side in sides:
-            total = statistics.median(run.get(role, (0.0, 0.0))[0] for run in results[side])
-            kernel = statistics.median(run.get(role, (0.0, 0.0))[1] for run in results[side])
+            total = statistics.median(run.roles.get(role, (0.0, 0.0))[0] for run in results[side])
+            kernel = statistics.median(run.roles.get(role, (0.0, 0.0))[1] for run in results[side])
             cells.append(f"{total:7.2f} ({kernel:5.2f})" if total else f"{'-':>16}")
         print(f"{role:10} {cells[0]:>16} {cells[1]:>16}")
     for side in sides:
-        busy = [sum(t for role, (t, _) in run.items() if role not in ("idle", "elsewhere")) for run in results[side]]
+        runs = results[side]
+        busy = [sum(t for role, (t, _) in run.roles.items() if role not in ("idle", "elsewhere")) for run in runs]
         totals[side] = statistics.median(busy)
     raw, ours = totals.values()
     print(f"{'busy':10} {raw:16.2f} {ours:16.2f}   the lab over raw RQ: {ours / raw:.3f}x")
+    if args.symbols:
+        _print_places([results[side] for side in sides], args.symbols)
+
+
+def _print_places(sides: list[list[Sampled]], top: int) -> None:
+    """The work-horses' seconds by place, each side's median over its runs, the places where
+    the lab's spent the most more than raw RQ's first."""
+    places = {place for runs in sides for run in runs for place in run.horse_places}
+    medians = {p: [statistics.median(run.horse_places.get(p, 0.0) for run in runs) for runs in sides] for p in places}
+    print(f"the work-horses' seconds of CPU by place, medians of {len(sides[0])}, the lab's {top} largest excesses")
+    print(f"{'raw RQ':>8} {'testbed':>8} {'more':>8}  place")
+    for place, (raw, ours) in sorted(medians.items(), key=lambda item: item[1][0] - item[1][1])[:top]:
+        print(f"{raw:8.3f} {ours:8.3f} {ours - raw:+8.3f}  {place}")
+    rest = [sum(m[i] for m in medians.values()) for i in range(2)]
+    print(f"{rest[0]:8.3f} {rest[1]:8.3f} {rest[1] - rest[0]:+8.3f}  all places")
 
 
 if __name__ == "__main__":

@@ -213,9 +213,7 @@ class _Protocol(HttpToolsProtocol):
     def _may_be_answered(self) -> bool:
         """A GET, PUT or POST with nothing uvicorn must act on before its body: no 100-continue, no upgrade."""
         return (
-            self.parser.get_method() in _ANSWERED
-            and not self.expect_100_continue
-            and not self.parser.should_upgrade()
+            self.parser.get_method() in _ANSWERED and not self.expect_100_continue and not self.parser.should_upgrade()
         )
 
     def on_body(self, body: bytes) -> None:
