@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 HZ = 1000
 ROLES = ["horse", "worker", "zygote", "provider", "program", "redis", "other", "idle"]
 _JOBS = 10  # a process that forked this many children is a worker (its work-horses)
-_FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):\d+\)")
+FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):\d+\)")
 # perf script's line: the command, pid/tid, the address, the symbol (with -F sym), (the DSO).
 _SAMPLE = re.compile(r"^\s*(.*?)\s+(\d+)/\d+\s+[0-9a-f]+\s+(.*?)\s*\((.*)\)\s*$")
 
@@ -54,25 +54,35 @@ class Sampled:
     horse_places: dict[str, float]
 
 
-def sample(argv: list[str], env: dict[str, str], out: Path, symbols: bool = False) -> Sampled:
-    """The program run under perf. The roles come from the process tree perf records (its
-    forks) and the programs' names: nothing polls the process table meanwhile, which
-    would itself take CPU from the run."""
-    perf = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(HZ), "-o", str(out), "--"]
+def recorded(
+    argv: list[str], env: dict[str, str], out: Path, record: list[str], script: list[str]
+) -> tuple[Tree, list[str]]:
+    """The program run under `perf record -a` with `record`'s options; the process tree from
+    the forks perf recorded, and the other lines `perf script` prints with `script`'s."""
+    perf = ["perf", "record", "-q", "-a", *record, "-o", str(out), "--"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     proc = subprocess.Popen([*perf, *argv], env=env, cwd=HERE.parent, **quiet)
     if proc.wait() != 0:
         raise SystemExit(f"{argv[:4]} failed under perf")
+    printed = ["perf", "script", "-i", str(out), "--show-task-events", *script]
+    tree, lines = Tree(proc.pid), []
+    for line in subprocess.run(printed, capture_output=True, text=True, check=True).stdout.splitlines():
+        if (fork := FORK.search(line)) is None:
+            lines.append(line)
+        elif fork.group(1) == fork.group(2):  # a process, not a thread
+            tree.fork(int(fork.group(1)), int(fork.group(3)))
+    return tree, lines
+
+
+def sample(argv: list[str], env: dict[str, str], out: Path, symbols: bool = False) -> Sampled:
+    """The program run under perf. The roles come from the process tree perf records (its
+    forks) and the programs' names: nothing polls the process table meanwhile, which
+    would itself take CPU from the run."""
     fields = "comm,pid,tid,ip,sym,dso" if symbols else "comm,pid,tid,ip,dso"
-    script = ["perf", "script", "-i", str(out), "--show-task-events", "-F", fields]
-    lines = subprocess.run(script, capture_output=True, text=True, check=True).stdout.splitlines()
-    tree = _Tree(proc.pid)
+    tree, lines = recorded(argv, env, out, ["-e", "cpu-clock", "-F", str(HZ)], ["-F", fields])
     samples: Counter[tuple[int, bool, str]] = Counter()
     for line in lines:
-        if (fork := _FORK.search(line)) is not None:
-            if fork.group(1) == fork.group(2):  # a process, not a thread
-                tree.fork(int(fork.group(1)), int(fork.group(3)))
-        elif (hit := _SAMPLE.match(line)) is not None:
+        if (hit := _SAMPLE.match(line)) is not None:
             pid, dso = int(hit.group(2)), hit.group(4)
             tree.named(pid, hit.group(1))
             kernel = "kernel" in dso
@@ -90,7 +100,7 @@ def sample(argv: list[str], env: dict[str, str], out: Path, symbols: bool = Fals
     return Sampled(roles, {place: count / HZ for place, count in places.items()})
 
 
-class _Tree:
+class Tree:
     """The processes perf saw forked, and the names they ran under."""
 
     def __init__(self, perf: int) -> None:
@@ -186,16 +196,21 @@ def main() -> None:
 
 
 def _print_places(sides: list[list[Sampled]], top: int) -> None:
-    """The work-horses' seconds by place, each side's median over its runs, the places where
-    the lab's spent the most more than raw RQ's first."""
-    places = {place for runs in sides for run in runs for place in run.horse_places}
-    medians = {p: [statistics.median(run.horse_places.get(p, 0.0) for run in runs) for runs in sides] for p in places}
+    """The work-horses' seconds by place, each side's median over its runs."""
     print(f"the work-horses' seconds of CPU by place, medians of {len(sides[0])}, the lab's {top} largest excesses")
+    print_excesses([[run.horse_places for run in runs] for runs in sides], top, digits=3)
+
+
+def print_excesses(sides: list[list[dict[str, float]]], top: int, digits: int) -> None:
+    """Raw RQ's runs and the lab's, each a figure by place: each side's median over its runs,
+    the `top` places where the lab's exceeds raw RQ's the most first, then all places."""
+    places = {place for runs in sides for run in runs for place in run}
+    medians = {p: [statistics.median(run.get(p, 0.0) for run in runs) for runs in sides] for p in places}
     print(f"{'raw RQ':>8} {'testbed':>8} {'more':>8}  place")
-    for place, (raw, ours) in sorted(medians.items(), key=lambda item: item[1][0] - item[1][1])[:top]:
-        print(f"{raw:8.3f} {ours:8.3f} {ours - raw:+8.3f}  {place}")
-    rest = [sum(m[i] for m in medians.values()) for i in range(2)]
-    print(f"{rest[0]:8.3f} {rest[1]:8.3f} {rest[1] - rest[0]:+8.3f}  all places")
+    rows = sorted(medians.items(), key=lambda item: item[1][0] - item[1][1])[:top]
+    totals = [sum(m[i] for m in medians.values()) for i in range(2)]
+    for place, (raw, ours) in [*rows, ("all places", totals)]:
+        print(f"{raw:8.{digits}f} {ours:8.{digits}f} {ours - raw:+8.{digits}f}  {place}")
 
 
 if __name__ == "__main__":
