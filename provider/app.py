@@ -34,12 +34,10 @@ from labcore.credentials import matches
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
 from labcore.scoped import ROOT
-from provider import audit
+from provider import audit, fast
 from provider.api import scoped_router
-from provider.contract import Contract
-from provider.fast import held_send
 from provider.holds import Holds
-from provider.ledger import SendTicket
+from provider.ledger import Answer, SendTicket
 from provider.store import LogReader, Store, UnknownLedger
 from provider.wire import (
     CHAOS,
@@ -273,17 +271,15 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
 
     @app.exception_handler(UnknownLedger)
     def _unknown(_: Request, exc: UnknownLedger) -> JSONResponse:
-        return _json(404, {"error": "unknown ledger"})
+        return _json(fast.UNKNOWN_LEDGER.status, fast.UNKNOWN_LEDGER.body)
 
     @app.get("/health", response_model=Health)
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, Any]:
+        return fast.HEALTH.body
 
     @app.put("/ledgers/{ledger}", response_model=LedgerOut, responses=_BAD)
     async def put_ledger(ledger: LedgerName, body: ContractBody) -> dict[str, Any]:
-        contract = Contract(**body.model_dump())
-        store.put_ledger(ledger, contract)
-        return {"ledger": ledger, "contract": contract.to_dict()}
+        return fast.put_ledger(store, ledger, body).body
 
     @app.post(
         "/ledgers/{ledger}/effects",
@@ -314,15 +310,10 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
                 return _malformed(["header"])
         payload = body.model_dump()
         ticket = SendTicket(ledger, body.reference, idempotency_key, fingerprint(payload), x_testbed_attempt)
-        if hit is None:
-            answer = store.send(ticket, payload)
-            return _json(answer.status, answer.body, answer.replayed)
-        early = store.admit(ticket)
-        if early is not None:
-            return _json(early.status, early.body, early.replayed)
-        # An armed request: holding it blocks, so it leaves the event loop.
-        answer = await run_in_threadpool(held_send, store, holds, ticket, payload, hit)
-        return _json(answer.status, answer.body)
+        answer = fast.send_or_hold(store, holds, ticket, payload, hit)
+        if not isinstance(answer, Answer):  # an armed request: holding it blocks, so it leaves the event loop
+            answer = await run_in_threadpool(answer)
+        return _json(answer.status, answer.body, answer.replayed)
 
     @app.get(
         "/ledgers/{ledger}/effects/{reference}",

@@ -3,11 +3,12 @@
 A run sends little else: its health checks, each cell's contract, and its
 work-horses' sends, unarmed or armed. Each is answered as its route would
 answer it (provider.app): the guard's checks (the token, the body's size),
-the route's models and bounds, the same store call, the same answer. Only a
-request that can be checked whole here and that the route would accept is
-taken (one of each header, a JSON body of the right shape); for anything
-else, valid or not, the answer is None, and the request goes on to the app,
-which answers as before. Without the app on this path its framework is
+the route's models and bounds, the same store call, the same answer (the
+send's and the contract's made by `send_or_hold` and `put_ledger`, which the
+routes call too). Only a request that can be checked whole here and that
+the route would accept is taken (one of each header, a JSON body of the
+right shape); for anything else, valid or not, the answer is None, and the
+request goes on to the app, which answers as before. Without the app on this path its framework is
 imported only by the first request the protocol does not take: a default
 `testbed chaos` or `testbed load` never imports it (a quarter of a second of
 a provider's start).
@@ -18,6 +19,7 @@ An armed send is held at its boundaries: its answer is had in a thread
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -40,6 +42,7 @@ from provider.wire import CHAOS, MAX_ATTEMPT, MAX_BODY, MAX_CHAOS, MAX_KEY, MAX_
 
 HEALTH = Answer(200, {"status": "ok"})
 UNKNOWN_LEDGER = Answer(404, {"error": "unknown ledger"})
+METHODS = frozenset({b"GET", b"PUT", b"POST"})  # of the requests answered here
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,26 @@ def held_send(store: Store, holds: Holds, ticket: SendTicket, payload: dict[str,
             store.drop(ticket)
 
 
+def send_or_hold(
+    store: Store, holds: Holds, ticket: SendTicket, payload: dict[str, Any], hit: Hit | None
+) -> Answer | Callable[[], Answer]:
+    """A send's answer, or for an armed send admitted and claimed, what makes it (blocking at
+    the hit's boundaries: in a thread). The route's and the protocol's alike."""
+    if hit is None:
+        return store.send(ticket, payload)
+    early = store.admit(ticket)
+    if early is not None:
+        return early
+    return functools.partial(held_send, store, holds, ticket, payload, hit)
+
+
+def put_ledger(store: Store, ledger: str, body: ContractBody) -> Answer:
+    """A ledger made, or its contract replaced. The route's and the protocol's alike."""
+    contract = Contract(**body.model_dump())
+    store.put_ledger(ledger, contract)
+    return Answer(200, {"ledger": ledger, "contract": contract.to_dict()})
+
+
 def answering(store: Store, holds: Holds, gate: Gate, token: str | None) -> Fast:
     """The protocol's answers: GET /health, PUT /ledgers/{ledger}, POST /ledgers/{ledger}/effects."""
 
@@ -109,11 +132,10 @@ def answering(store: Store, holds: Holds, gate: Gate, token: str | None) -> Fast
 
 def _put_ledger(store: Store, ledger: str, body: bytes) -> Answer | None:
     try:
-        contract = Contract(**ContractBody.model_validate(json.loads(body)).model_dump())
+        contract = ContractBody.model_validate(json.loads(body))
     except (ValueError, ValidationError):
         return None
-    store.put_ledger(ledger, contract)
-    return Answer(200, {"ledger": ledger, "contract": contract.to_dict()})
+    return put_ledger(store, ledger, contract)
 
 
 def _send(
@@ -145,13 +167,11 @@ def _send(
         return None
     held = False
     try:
-        if hit is None:
-            return store.send(ticket, payload)
-        early = store.admit(ticket)
-        if early is not None:
-            return early
+        answer = send_or_hold(store, holds, ticket, payload, hit)
+        if isinstance(answer, Answer):
+            return answer
         held = True  # the gate is left once its answer is written
-        return Held(lambda: held_send(store, holds, ticket, payload, hit), gate.leave)
+        return Held(answer, gate.leave)
     except UnknownLedger:
         return UNKNOWN_LEDGER
     finally:

@@ -24,7 +24,7 @@ from labcore.collector import uncollected
 from labcore.keys import RunKeys
 from labcore.procs import die_with_parent
 from provider.buses import RunBuses
-from provider.fast import Fast, Held, answering
+from provider.fast import METHODS, Fast, Held, answering
 from provider.gate import Gate, GateMiddleware
 from provider.holds import Holds
 from provider.ledger import Answer
@@ -212,9 +212,7 @@ class _Protocol(HttpToolsProtocol):
 
     def _may_be_answered(self) -> bool:
         """A GET, PUT or POST with nothing uvicorn must act on before its body: no 100-continue, no upgrade."""
-        return (
-            self.parser.get_method() in _ANSWERED and not self.expect_100_continue and not self.parser.should_upgrade()
-        )
+        return self.parser.get_method() in METHODS and not self.expect_100_continue and not self.parser.should_upgrade()
 
     def on_body(self, body: bytes) -> None:
         if self._body is None:
@@ -294,9 +292,6 @@ class _Protocol(HttpToolsProtocol):
             super().shutdown()
         else:  # answered, then closed, as uvicorn lets a request in progress end
             self._closing = True
-
-
-_ANSWERED = frozenset({b"GET", b"PUT", b"POST"})  # the methods of the requests provider.fast may answer
 
 
 class _Pipelined(Exception):
