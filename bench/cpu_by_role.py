@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput import add_side_options, compile_project, programs, side_options
+from throughput import compile_project, parse_sides, programs
 
 HERE = Path(__file__).resolve().parent
 HZ = 1000
@@ -148,10 +148,8 @@ class Tree:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_side_options(parser, ops=2000, workers=4)
     parser.add_argument("--symbols", type=int, default=0, metavar="N", help="the work-horses' N top places")
-    args = parser.parse_args()
-    args.ops, args.workers = side_options(parser, args, ops=2000, workers=4)
+    args = parse_sides(parser, ops=2000, workers=4)
     if args.symbols < 0:
         parser.error("--symbols must be 0 or more")
     if shutil.which("perf") is None:

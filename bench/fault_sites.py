@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from cpu_by_role import Tree, print_excesses, recorded
-from throughput import add_side_options, compile_project, programs, side_options
+from throughput import compile_project, parse_sides, programs
 
 HERE = Path(__file__).resolve().parent
 # A file mapped (pid, start, length, offset in the file, path); a fault (command, pid, instruction, error code).
@@ -100,12 +100,10 @@ def _place(tree: Tree, maps: dict[int, list[tuple[int, int, int, str]]], pid: in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_side_options(parser, ops=600, workers=2)
     parser.add_argument("--top", type=int, default=30)
-    args = parser.parse_args()
+    args = parse_sides(parser, ops=600, workers=2)
     if args.top < 1:
         parser.error("--top must be 1 or more")
-    args.ops, args.workers = side_options(parser, args, ops=600, workers=2)
     for tool, package in (("perf", "linux-perf"), ("nm", "binutils")):
         if shutil.which(tool) is None:
             print(f"{tool} is not installed (Debian's {package})", file=sys.stderr)

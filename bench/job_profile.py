@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
-from throughput import add_side_options, compile_project, programs, side_options
+from throughput import compile_project, parse_sides, programs
 from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
@@ -165,9 +165,7 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_side_options(parser, ops=1000, workers=2)
-    args = parser.parse_args()
-    args.ops, args.workers = side_options(parser, args, ops=1000, workers=2)
+    args = parse_sides(parser, ops=1000, workers=2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)

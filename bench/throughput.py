@@ -124,25 +124,23 @@ CHAOS_JOBS = 1280  # 12 cells x 100 ops, plus a retry for each of the 80 faulted
 CHAOS_WORKERS = 4
 
 
-def add_side_options(parser: argparse.ArgumentParser, ops: int, workers: int) -> None:
-    """The options of a benchmark that runs each side of `programs` in turn: raw RQ and
-    `testbed load` on `ops` jobs and `workers` workers, or with --chaos the default chaos run."""
+def parse_sides(parser: argparse.ArgumentParser, ops: int, workers: int) -> argparse.Namespace:
+    """The command line of a benchmark that runs each side of `programs` in turn (its own
+    options added to `parser` before): raw RQ and `testbed load` on --ops jobs and --workers
+    workers (`ops` and `workers` unless given), or with --chaos the default chaos run's. A
+    bad combination is one line and exit 2."""
     parser.add_argument("--ops", type=int, help=f"{ops} (with --chaos: the run's {CHAOS_JOBS:,} jobs)")
     parser.add_argument("--workers", type=int, help=f"{workers} (with --chaos: the run's {CHAOS_WORKERS})")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--strategy", default="provider-key")
     parser.add_argument("--chaos", action="store_true", help="the default `testbed chaos` instead of `testbed load`")
-
-
-def side_options(parser: argparse.ArgumentParser, args: argparse.Namespace, ops: int, workers: int) -> tuple[int, int]:
-    """The jobs and workers `add_side_options` asked for; a bad combination is one line and exit 2."""
+    args = parser.parse_args()
     if args.chaos and (args.ops or args.workers):
         parser.error("--chaos runs the default chaos run: its jobs and workers are its own")
     if args.runs < 1 or (args.ops is not None and args.ops < 1) or (args.workers is not None and args.workers < 1):
         parser.error("--runs, --ops and --workers must be 1 or more")
-    if args.chaos:
-        return CHAOS_JOBS, CHAOS_WORKERS
-    return args.ops or ops, args.workers or workers
+    args.ops, args.workers = (CHAOS_JOBS, CHAOS_WORKERS) if args.chaos else (args.ops or ops, args.workers or workers)
+    return args
 
 
 def programs(
