@@ -12,7 +12,8 @@ RQ). With the article's script (saved by
 the user; it is not part of this project) and `node` on PATH, it runs too
 (target: testbed at least 8x faster); that figure depends as much on how fast
 Node forks on the machine as on the lab. Each time is the median of
---repeat runs, the programs taking turns; the machine's load average is
+--repeat runs, the programs taking turns (every other run starts with the
+lab); the machine's load average is
 printed with each run. The ratio is the median of the runs' own ratios, as
 `throughput.py` takes its pairs: each run's programs go back to back, and on
 these VMs the machine's speed drifts from run to run (raw RQ alone took 11.5
@@ -64,6 +65,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def lab_first(run: int, control: bool) -> bool:
+    """Every other run starts with the lab: a program that runs second on these VMs
+    tends to take a little longer than the first (raw RQ after itself, 1.02x to
+    1.03x in one set), and a fixed order would charge that to one side. With
+    --control, raw RQ runs both before and after the lab instead."""
+    return not control and run % 2 == 1
+
+
 def runs(times: list[float]) -> str:
     return ", ".join(f"{t:.1f}" for t in times)
 
@@ -89,15 +98,20 @@ def main() -> None:
         cpu_ratios: list[float] = []
         again: list[float] = []  # --control: raw RQ's second time to its first, each run
         bracketed: list[float] = []  # --control: the lab to the mean of the raw runs either side
-        for _ in range(args.repeat):
+        for run in range(args.repeat):
             before = load_average()
             if node is not None:
                 node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json")[0])
                 assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
             raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
-            raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
             chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
-            our_run, our_cpu = timed(chaos, work, work / "ours.txt")
+            first = lab_first(run, args.control)
+            if first:
+                our_run, our_cpu = timed(chaos, work, work / "ours.txt")
+                raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+            else:
+                raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+                our_run, our_cpu = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
             raw_times.append(raw_run)
             ours.append(our_run)
@@ -111,7 +125,8 @@ def main() -> None:
                 control = f"; raw RQ again {raw_again:.1f} s, {again[-1]:.2f}x its first"
             load = f"load average {before} -> {load_average()}"
             print(
-                f"run: raw RQ {raw_run:.1f} s, testbed chaos {our_run:.1f} s, {ratios[-1]:.2f}x; "
+                f"run{' (the lab first)' if first else ''}: "
+                f"raw RQ {raw_run:.1f} s, testbed chaos {our_run:.1f} s, {ratios[-1]:.2f}x; "
                 f"CPU {raw_cpu:.1f} s and {our_cpu:.1f} s, {cpu_ratios[-1]:.2f}x{control} ({load})"
             )
         raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
