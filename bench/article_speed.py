@@ -98,19 +98,18 @@ def main() -> None:
         cpu_ratios: list[float] = []
         again: list[float] = []  # --control: raw RQ's second time to its first, each run
         bracketed: list[float] = []  # --control: the lab to the mean of the raw runs either side
+        raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
+        chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
         for run in range(args.repeat):
             before = load_average()
             if node is not None:
                 node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json")[0])
                 assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
-            raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
-            chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
             first = lab_first(run, args.control)
             if first:
                 our_run, our_cpu = timed(chaos, work, work / "ours.txt")
-                raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
-            else:
-                raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+            raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+            if not first:
                 our_run, our_cpu = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
             raw_times.append(raw_run)
