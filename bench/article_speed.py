@@ -22,7 +22,10 @@ the medians does not. That ratio is printed too, and so is the ratio of the
 two sides' CPU (user and system time of each program and every process it
 started and reaped, as the kernel counts it for `wait4`): with both cores
 busy from start to end, the wall ratio is about the CPU ratio, plus what
-each side leaves a core idle for.
+each side leaves a core idle for. Beside the CPU, each run prints both
+sides' page faults a job (counted the same way): a count the VM's speed does
+not move, where the kernel's time, over half of either side's CPU here, goes
+mostly to forks, page faults and exits.
 
 With --control, each run times raw RQ a second time, after the lab: the
 ratio of raw RQ to itself is how far apart the same program lands twice in
@@ -44,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from throughput import CHAOS_JOBS, CHAOS_WORKERS, compile_project, load_average
@@ -51,18 +55,25 @@ from throughput import CHAOS_JOBS, CHAOS_WORKERS, compile_project, load_average
 HERE = Path(__file__).resolve().parent
 
 
-def timed(argv: list[str], cwd: Path, stdout: Path) -> tuple[float, float]:
-    """The program's wall time and CPU time (its own and its reaped descendants')."""
-    before = _children_cpu()
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One program's run: its wall time, and its CPU time and page faults (minor and
+    major), its own and every reaped descendant's, as the kernel counts them for `wait4`."""
+
+    wall: float
+    cpu: float
+    faults: int
+
+
+def timed(argv: list[str], cwd: Path, stdout: Path) -> Timed:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(stdout, "w") as out:
         subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - started, _children_cpu() - before
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Timed(wall, cpu, after.ru_minflt + after.ru_majflt - before.ru_minflt - before.ru_majflt)
 
 
 def lab_first(run: int, control: bool) -> bool:
@@ -96,6 +107,8 @@ def main() -> None:
         ours: list[float] = []
         ratios: list[float] = []  # each run's, wall
         cpu_ratios: list[float] = []
+        fault_ratios: list[float] = []
+        faults: tuple[list[float], list[float]] = ([], [])  # a job, each run: raw RQ's, the lab's
         again: list[float] = []  # --control: raw RQ's second time to its first, each run
         bracketed: list[float] = []  # --control: the lab to the mean of the raw runs either side
         raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
@@ -103,30 +116,35 @@ def main() -> None:
         for run in range(args.repeat):
             before = load_average()
             if node is not None:
-                node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json")[0])
+                node_times.append(timed([node, str(args.script.resolve())], work, work / "node.json").wall)
                 assert json.loads((work / "node.json").read_text())["assertions"] == "passed"
             first = lab_first(run, args.control)
             if first:
-                our_run, our_cpu = timed(chaos, work, work / "ours.txt")
-            raw_run, raw_cpu = timed(raw, work, work / "raw.txt")
+                our = timed(chaos, work, work / "ours.txt")
+            theirs = timed(raw, work, work / "raw.txt")
             if not first:
-                our_run, our_cpu = timed(chaos, work, work / "ours.txt")
+                our = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
-            raw_times.append(raw_run)
-            ours.append(our_run)
-            ratios.append(our_run / raw_run)
-            cpu_ratios.append(our_cpu / raw_cpu)
+            raw_times.append(theirs.wall)
+            ours.append(our.wall)
+            ratios.append(our.wall / theirs.wall)
+            cpu_ratios.append(our.cpu / theirs.cpu)
+            fault_ratios.append(our.faults / theirs.faults)
+            faults[0].append(theirs.faults / CHAOS_JOBS)
+            faults[1].append(our.faults / CHAOS_JOBS)
             control = ""
             if args.control:
-                raw_again = timed(raw, work, work / "raw.txt")[0]
-                again.append(raw_again / raw_run)
-                bracketed.append(our_run / ((raw_run + raw_again) / 2))
+                raw_again = timed(raw, work, work / "raw.txt").wall
+                again.append(raw_again / theirs.wall)
+                bracketed.append(our.wall / ((theirs.wall + raw_again) / 2))
                 control = f"; raw RQ again {raw_again:.1f} s, {again[-1]:.2f}x its first"
             load = f"load average {before} -> {load_average()}"
             print(
                 f"run{' (the lab first)' if first else ''}: "
-                f"raw RQ {raw_run:.1f} s, testbed chaos {our_run:.1f} s, {ratios[-1]:.2f}x; "
-                f"CPU {raw_cpu:.1f} s and {our_cpu:.1f} s, {cpu_ratios[-1]:.2f}x{control} ({load})"
+                f"raw RQ {theirs.wall:.1f} s, testbed chaos {our.wall:.1f} s, {ratios[-1]:.2f}x; "
+                f"CPU {theirs.cpu:.1f} s and {our.cpu:.1f} s, {cpu_ratios[-1]:.2f}x; "
+                f"page faults a job {faults[0][-1]:,.0f} and {faults[1][-1]:,.0f}, {fault_ratios[-1]:.2f}x"
+                f"{control} ({load})"
             )
         raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
         print(f"machine: {os.cpu_count()} cpus")
@@ -137,6 +155,10 @@ def main() -> None:
         print(f"testbed / raw RQ: {paired:.2f}x, the median of the runs' ratios (target 1.1x or less)")
         print(f"                  {our_wall / raw_wall:.2f}x, the ratio of the medians")
         print(f"                  {statistics.median(cpu_ratios):.2f}x in CPU, the median of the runs' ratios")
+        print(
+            f"                  {statistics.median(fault_ratios):.2f}x in page faults "
+            f"({statistics.median(faults[0]):,.0f} and {statistics.median(faults[1]):,.0f} a job, medians)"
+        )
         if args.control:
             print(f"                  {statistics.median(bracketed):.2f}x against the mean of raw RQ either side")
             spread = f"from {min(again):.2f}x to {max(again):.2f}x"
