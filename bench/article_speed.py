@@ -84,6 +84,12 @@ def lab_first(run: int, control: bool) -> bool:
     return not control and run % 2 == 1
 
 
+def paired(pairs: list[tuple[Timed, Timed]], field: str) -> float:
+    """The median of the runs' own ratios, the lab's `field` to raw RQ's: each run's programs
+    go back to back and share the machine's speed of the moment, which the medians' ratio does not."""
+    return statistics.median(getattr(ours, field) / getattr(theirs, field) for theirs, ours in pairs)
+
+
 def runs(times: list[float]) -> str:
     return ", ".join(f"{t:.1f}" for t in times)
 
@@ -103,14 +109,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
         node_times: list[float] = []
-        raw_times: list[float] = []
-        ours: list[float] = []
-        ratios: list[float] = []  # each run's, wall
-        cpu_ratios: list[float] = []
-        fault_ratios: list[float] = []
-        faults: tuple[list[float], list[float]] = ([], [])  # a job, each run: raw RQ's, the lab's
-        again: list[float] = []  # --control: raw RQ's second time to its first, each run
-        bracketed: list[float] = []  # --control: the lab to the mean of the raw runs either side
+        pairs: list[tuple[Timed, Timed]] = []  # each run's raw RQ and lab
+        again: list[float] = []  # --control: raw RQ's second wall time, each run
         raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
         chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
         for run in range(args.repeat):
@@ -125,44 +125,39 @@ def main() -> None:
             if not first:
                 our = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
-            raw_times.append(theirs.wall)
-            ours.append(our.wall)
-            ratios.append(our.wall / theirs.wall)
-            cpu_ratios.append(our.cpu / theirs.cpu)
-            fault_ratios.append(our.faults / theirs.faults)
-            faults[0].append(theirs.faults / CHAOS_JOBS)
-            faults[1].append(our.faults / CHAOS_JOBS)
+            pairs.append((theirs, our))
             control = ""
             if args.control:
-                raw_again = timed(raw, work, work / "raw.txt").wall
-                again.append(raw_again / theirs.wall)
-                bracketed.append(our.wall / ((theirs.wall + raw_again) / 2))
-                control = f"; raw RQ again {raw_again:.1f} s, {again[-1]:.2f}x its first"
+                again.append(timed(raw, work, work / "raw.txt").wall)
+                control = f"; raw RQ again {again[-1]:.1f} s, {again[-1] / theirs.wall:.2f}x its first"
             load = f"load average {before} -> {load_average()}"
             print(
                 f"run{' (the lab first)' if first else ''}: "
-                f"raw RQ {theirs.wall:.1f} s, testbed chaos {our.wall:.1f} s, {ratios[-1]:.2f}x; "
-                f"CPU {theirs.cpu:.1f} s and {our.cpu:.1f} s, {cpu_ratios[-1]:.2f}x; "
-                f"page faults a job {faults[0][-1]:,.0f} and {faults[1][-1]:,.0f}, {fault_ratios[-1]:.2f}x"
-                f"{control} ({load})"
+                f"raw RQ {theirs.wall:.1f} s, testbed chaos {our.wall:.1f} s, {our.wall / theirs.wall:.2f}x; "
+                f"CPU {theirs.cpu:.1f} s and {our.cpu:.1f} s, {our.cpu / theirs.cpu:.2f}x; "
+                f"page faults a job {theirs.faults / CHAOS_JOBS:,.0f} and {our.faults / CHAOS_JOBS:,.0f}, "
+                f"{our.faults / theirs.faults:.2f}x{control} ({load})"
             )
+        raw_times, ours = [r.wall for r, _ in pairs], [o.wall for _, o in pairs]
         raw_wall, our_wall = statistics.median(raw_times), statistics.median(ours)
         print(f"machine: {os.cpu_count()} cpus")
         raw_label = f"raw RQ, {CHAOS_JOBS} no-op jobs, {CHAOS_WORKERS} fresh workers:"
         print(f"{raw_label} {raw_wall:6.1f} s   runs: {runs(raw_times)}")
         print(f"{'testbed chaos:':{len(raw_label)}} {our_wall:6.1f} s   runs: {runs(ours)}")
-        paired = statistics.median(ratios)
-        print(f"testbed / raw RQ: {paired:.2f}x, the median of the runs' ratios (target 1.1x or less)")
+        print(f"testbed / raw RQ: {paired(pairs, 'wall'):.2f}x, the median of the runs' ratios (target 1.1x or less)")
         print(f"                  {our_wall / raw_wall:.2f}x, the ratio of the medians")
-        print(f"                  {statistics.median(cpu_ratios):.2f}x in CPU, the median of the runs' ratios")
+        print(f"                  {paired(pairs, 'cpu'):.2f}x in CPU, the median of the runs' ratios")
+        faults = [statistics.median(t.faults / CHAOS_JOBS for t in side) for side in zip(*pairs, strict=True)]
         print(
-            f"                  {statistics.median(fault_ratios):.2f}x in page faults "
-            f"({statistics.median(faults[0]):,.0f} and {statistics.median(faults[1]):,.0f} a job, medians)"
+            f"                  {paired(pairs, 'faults'):.2f}x in page faults "
+            f"({faults[0]:,.0f} and {faults[1]:,.0f} a job, medians)"
         )
         if args.control:
-            print(f"                  {statistics.median(bracketed):.2f}x against the mean of raw RQ either side")
-            spread = f"from {min(again):.2f}x to {max(again):.2f}x"
-            print(f"raw RQ / raw RQ:  {statistics.median(again):.2f}x, the same program twice in a row ({spread})")
+            bracketed = statistics.median(o / ((r + a) / 2) for r, o, a in zip(raw_times, ours, again, strict=True))
+            print(f"                  {bracketed:.2f}x against the mean of raw RQ either side")
+            itself = [a / r for r, a in zip(raw_times, again, strict=True)]
+            spread = f"from {min(itself):.2f}x to {max(itself):.2f}x"
+            print(f"raw RQ / raw RQ:  {statistics.median(itself):.2f}x, the same program twice in a row ({spread})")
         if node is not None:
             node_wall = statistics.median(node_times)
             version = subprocess.check_output([node, "--version"], text=True).strip()
