@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -116,12 +117,31 @@ def stop_all(procs: Sequence[Process], grace: float = 5.0) -> None:
     psutil.wait_procs(family, timeout=grace)
 
 
-def gone(pid: int) -> bool:
-    """Dead, or a zombie waiting to be reaped."""
+def pidfd(pid: int) -> int | None:
+    """A pidfd for the process that has `pid` now (Linux 5.3+), None if none has. A signal
+    sent through it reaches that process or nothing, never a later one given the same pid
+    once it is reaped; and it reads as ready once that process has exited (`exited`)."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def exited(pidfds: Sequence[int], timeout: float) -> bool:
+    """Whether every process behind `pidfds` has exited (a zombie has) within `timeout`:
+    the kernel wakes the wait as each one exits, nothing is polled meanwhile."""
+    waiting = select.poll()
+    for fd in pidfds:
+        waiting.register(fd, select.POLLIN)
+    left = set(pidfds)
+    deadline = time.monotonic() + timeout
+    while left:
+        for fd, _ in waiting.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            waiting.unregister(fd)
+            left.discard(fd)
+        if left and time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def free_port() -> int:

@@ -3,7 +3,7 @@
 The same interface as `kills.Killer`: the controller names the work-horse's
 pid and the worker the hit came from; the order goes to that worker's agent,
 which refuses a pid that is not a work-horse of a worker it started for this
-run, SIGKILLs, confirms with psutil and reports back with its timing. A pid
+run, SIGKILLs, confirms (as `kills.Killer` does) and reports back with its timing. A pid
 means something only on its own host, so the worker's name picks the agent.
 """
 

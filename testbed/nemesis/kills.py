@@ -1,14 +1,20 @@
-"""SIGKILL by pid, only for processes of this run, confirmed dead before anything goes on."""
+"""SIGKILL, only for processes of this run, confirmed dead before anything goes on.
+
+Each victim is held by a pidfd (Linux 5.3+) from before the check that it is the
+run's to its confirmed exit: the signal reaches that process or nobody, never one
+that took its pid after it was reaped, and the kernel wakes the confirmation as
+it exits, where polling its status cost a read of /proc every millisecond."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-import psutil
-
-from labcore.procs import gone
+from labcore.procs import exited, pidfd
 from testbed.errors import RunFailure
 from testbed.infra.provider_process import ProviderProcess
 from testbed.infra.supervisor import Supervisor, WorkerProcess
@@ -60,10 +66,10 @@ class Killer:
         if self._provider is None:
             raise RunFailure("the provider was not started by this run: it cannot be crashed")
         pid = self._provider.pid
-        at = time.time()
-        with contextlib.suppress(psutil.NoSuchProcess):
-            psutil.Process(pid).kill()
-        _confirm([pid])
+        with _held([pid]) as (fd,):
+            at = time.time()
+            _kill(fd)
+            _confirm([pid], [fd])
         confirmed = time.time()
         self._provider.relaunch()
         return Crash(pid, at, (confirmed - at) * 1000, (time.time() - confirmed) * 1000)
@@ -77,20 +83,22 @@ class Killer:
     def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
         """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself).
         `worker`, when given, is the worker the hit came from: the pid must be its work-horse."""
-        owner = self._supervisor.owner_of(horse_pid)
-        if owner is None or (worker and owner.name != worker):
-            raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
-        victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
-        at = time.time()
-        already_gone = []
-        for n, pid in enumerate(victims):
-            try:
-                psutil.Process(pid).kill()
-            except psutil.NoSuchProcess:
-                # A work-horse may already be gone once its worker is: it dies with its parent.
-                if n == 0:
-                    already_gone.append(pid)
-        _confirm(victims)
+        # Held from before the check of whose it is to the kill: if the pid changed hands in
+        # between, the signal reaches nobody.
+        with _held([horse_pid]) as (horse,):
+            owner = None if horse is None else self._supervisor.owner_of(horse_pid)
+            if owner is None or (worker and owner.name != worker):
+                raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
+            victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
+            with _held(victims[:-1]) as held:
+                fds = [*held, horse]
+                at = time.time()
+                # A worker already reaped is already gone; its work-horse may already have died
+                # with it, which its own kill finds out (a signal to it then reaches nobody).
+                already_gone = [pid for pid, fd in zip(victims, fds, strict=True) if fd is None]
+                for fd in fds:
+                    _kill(fd)
+                _confirm(victims, fds)
         return Kill(owner, victims, at, (time.time() - at) * 1000, already_gone)
 
     def replace(self, worker: WorkerProcess) -> WorkerProcess:
@@ -99,9 +107,24 @@ class Killer:
         return self._supervisor.replace(worker)
 
 
-def _confirm(pids: list[int]) -> None:
-    deadline = time.monotonic() + _CONFIRM_TIMEOUT
-    while not all(gone(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            raise RunFailure(f"pid(s) {pids} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
-        time.sleep(0.001)
+@contextlib.contextmanager
+def _held(pids: list[int]) -> Iterator[list[int | None]]:
+    """A pidfd for each pid (None for one already reaped), closed on the way out."""
+    fds = [pidfd(pid) for pid in pids]
+    try:
+        yield fds
+    finally:
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+
+
+def _kill(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(ProcessLookupError):  # reaped since it was held
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+
+
+def _confirm(pids: list[int], fds: list[int | None]) -> None:
+    if not exited([fd for fd in fds if fd is not None], _CONFIRM_TIMEOUT):
+        raise RunFailure(f"pid(s) {pids} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
