@@ -117,31 +117,73 @@ def stop_all(procs: Sequence[Process], grace: float = 5.0) -> None:
     psutil.wait_procs(family, timeout=grace)
 
 
-def pidfd(pid: int) -> int | None:
-    """A pidfd for the process that has `pid` now (Linux 5.3+), None if none has. A signal
-    sent through it reaches that process or nothing, never a later one given the same pid
-    once it is reaped; and it reads as ready once that process has exited (`exited`)."""
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
+_PIDFD = hasattr(os, "pidfd_open")  # Linux 5.3+
 
 
-def exited(pidfds: Sequence[int], timeout: float) -> bool:
-    """Whether every process behind `pidfds` has exited (a zombie has) within `timeout`:
-    the kernel wakes the wait as each one exits, nothing is polled meanwhile."""
-    waiting = select.poll()
-    for fd in pidfds:
+class Held:
+    """A process held from before the run checks that it is its own until its exit is
+    confirmed (`all_exited`). On Linux through a pidfd: a signal sent through it reaches
+    that process or nobody, never one given its pid once it is reaped, and its exit wakes
+    the wait. Elsewhere through psutil, which checks that the pid still names the process
+    it held (its start time) just before it signals, and reads its status until it is gone."""
+
+    def __init__(self, pid: int, by_pidfd: bool = _PIDFD) -> None:
+        self.pid = pid
+        self._fd: int | None = None
+        self._proc: psutil.Process | None = None
+        with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+            if by_pidfd:
+                self._fd = os.pidfd_open(pid)
+            else:
+                self._proc = psutil.Process(pid)
+        self.reaped = self._fd is None and self._proc is None  # nothing to hold: exited and reaped
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):  # reaped since it was held
+            if self._fd is not None:
+                signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+            elif self._proc is not None:
+                self._proc.kill()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _exited(self) -> bool:
+        """Without waiting (psutil's side): gone, or a zombie waiting to be reaped."""
+        try:
+            return self._proc is None or self._proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+
+def all_exited(held: Sequence[Held], timeout: float) -> bool:
+    """Whether every held process has exited (a zombie has) within `timeout`. Pidfds are
+    waited on (the kernel wakes the wait as each exits); the others are looked at every
+    millisecond."""
+    fds = {h._fd for h in held if h._fd is not None}
+    waiting = select.poll() if fds else None
+    for fd in fds:
+        assert waiting is not None
         waiting.register(fd, select.POLLIN)
-    left = set(pidfds)
+    looked_at = [h for h in held if h._fd is None]
     deadline = time.monotonic() + timeout
-    while left:
-        for fd, _ in waiting.poll(max(0.0, deadline - time.monotonic()) * 1000):
-            waiting.unregister(fd)
-            left.discard(fd)
-        if left and time.monotonic() >= deadline:
+    pause = 0.0  # the first look does not wait
+    while True:
+        if waiting is not None and fds:
+            for fd, _ in waiting.poll(pause * 1000):
+                waiting.unregister(fd)
+                fds.discard(fd)
+        elif pause:
+            time.sleep(pause)
+        looked_at = [h for h in looked_at if not h._exited()]
+        if not fds and not looked_at:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
             return False
-    return True
+        pause = min(left, 0.001) if looked_at else left
 
 
 def free_port() -> int:

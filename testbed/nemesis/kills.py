@@ -1,20 +1,18 @@
 """SIGKILL, only for processes of this run, confirmed dead before anything goes on.
 
-Each victim is held by a pidfd (Linux 5.3+) from before the check that it is the
-run's to its confirmed exit: the signal reaches that process or nobody, never one
-that took its pid after it was reaped, and the kernel wakes the confirmation as
-it exits, where polling its status cost a read of /proc every millisecond."""
+Each victim is held (`labcore.procs.Held`: a pidfd on Linux) from before the check
+that it is the run's to its confirmed exit: the signal reaches that process or
+nobody, never one that took its pid after it was reaped, and the kernel wakes the
+confirmation as it exits."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from labcore.procs import exited, pidfd
+from labcore.procs import Held, all_exited
 from testbed.errors import RunFailure
 from testbed.infra.provider_process import ProviderProcess
 from testbed.infra.supervisor import Supervisor, WorkerProcess
@@ -66,10 +64,10 @@ class Killer:
         if self._provider is None:
             raise RunFailure("the provider was not started by this run: it cannot be crashed")
         pid = self._provider.pid
-        with _held([pid]) as (fd,):
+        with _held([pid]) as (provider,):
             at = time.time()
-            _kill(fd)
-            _confirm([pid], [fd])
+            provider.kill()
+            _confirm([provider])
         confirmed = time.time()
         self._provider.relaunch()
         return Crash(pid, at, (confirmed - at) * 1000, (time.time() - confirmed) * 1000)
@@ -86,19 +84,19 @@ class Killer:
         # Held from before the check of whose it is to the kill: if the pid changed hands in
         # between, the signal reaches nobody.
         with _held([horse_pid]) as (horse,):
-            owner = None if horse is None else self._supervisor.owner_of(horse_pid)
+            owner = None if horse.reaped else self._supervisor.owner_of(horse_pid)
             if owner is None or (worker and owner.name != worker):
                 raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
             victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
             with _held(victims[:-1]) as held:
-                fds = [*held, horse]
+                everyone = [*held, horse]
                 at = time.time()
                 # A worker already reaped is already gone; its work-horse may already have died
                 # with it, which its own kill finds out (a signal to it then reaches nobody).
-                already_gone = [pid for pid, fd in zip(victims, fds, strict=True) if fd is None]
-                for fd in fds:
-                    _kill(fd)
-                _confirm(victims, fds)
+                already_gone = [h.pid for h in everyone if h.reaped]
+                for h in everyone:
+                    h.kill()
+                _confirm(everyone)
         return Kill(owner, victims, at, (time.time() - at) * 1000, already_gone)
 
     def replace(self, worker: WorkerProcess) -> WorkerProcess:
@@ -108,23 +106,15 @@ class Killer:
 
 
 @contextlib.contextmanager
-def _held(pids: list[int]) -> Iterator[list[int | None]]:
-    """A pidfd for each pid (None for one already reaped), closed on the way out."""
-    fds = [pidfd(pid) for pid in pids]
+def _held(pids: list[int]) -> Iterator[list[Held]]:
+    held = [Held(pid) for pid in pids]
     try:
-        yield fds
+        yield held
     finally:
-        for fd in fds:
-            if fd is not None:
-                os.close(fd)
+        for h in held:
+            h.close()
 
 
-def _kill(fd: int | None) -> None:
-    if fd is not None:
-        with contextlib.suppress(ProcessLookupError):  # reaped since it was held
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-
-
-def _confirm(pids: list[int], fds: list[int | None]) -> None:
-    if not exited([fd for fd in fds if fd is not None], _CONFIRM_TIMEOUT):
-        raise RunFailure(f"pid(s) {pids} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")
+def _confirm(held: list[Held]) -> None:
+    if not all_exited(held, _CONFIRM_TIMEOUT):
+        raise RunFailure(f"pid(s) {[h.pid for h in held]} still alive {_CONFIRM_TIMEOUT:.0f} s after SIGKILL")

@@ -1,41 +1,55 @@
-"""The kills' pidfds (labcore.procs) on real processes: the process's exit ends the
-wait and nothing before it does, and once reaped it is out of reach of a signal
-sent through its old pidfd, whoever takes its pid next."""
+"""How the kills hold their victims (labcore.procs.Held), on real processes, by pidfd
+(Linux) and by psutil (elsewhere): the process's exit ends the wait and nothing
+before it does, and once reaped it is out of reach of a kill through what held it."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 
 import pytest
 
-from labcore.procs import exited, pidfd
+from labcore.procs import Held, all_exited
+
+WAYS = pytest.mark.parametrize("by_pidfd", [True, False], ids=["pidfd", "psutil"])
 
 
-def test_the_wait_ends_when_the_process_exits_and_not_before():
+@WAYS
+def test_the_wait_ends_when_the_process_exits_and_not_before(by_pidfd):
     sleeper = subprocess.Popen(["sleep", "30"])
-    fd = pidfd(sleeper.pid)
-    assert fd is not None
+    held = Held(sleeper.pid, by_pidfd=by_pidfd)
     try:
-        assert not exited([fd], 0.05)
-        signal.pidfd_send_signal(fd, signal.SIGKILL)
-        assert exited([fd], 5.0)
+        assert not held.reaped
+        assert not all_exited([held], 0.05)
+        held.kill()
+        assert all_exited([held], 5.0)
         assert sleeper.poll() == -signal.SIGKILL  # a zombie until reaped here, as the wait saw it
     finally:
-        os.close(fd)
+        held.close()
         sleeper.kill()
         sleeper.wait()
 
 
-def test_a_reaped_process_is_out_of_reach_of_its_old_pidfd():
+@WAYS
+def test_a_process_reaped_after_it_was_held_is_out_of_reach(by_pidfd):
     done = subprocess.Popen(["true"])
-    fd = pidfd(done.pid)
-    assert fd is not None
+    held = Held(done.pid, by_pidfd=by_pidfd)
     try:
         done.wait()
-        assert exited([fd], 0.0)
-        with pytest.raises(ProcessLookupError):
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        assert all_exited([held], 0.0)
+        held.kill()  # reaches nobody, and says nothing
     finally:
-        os.close(fd)
+        held.close()
+
+
+def test_a_pidfd_of_a_reaped_process_signals_nobody():
+    # What `Held.kill` relies on: the kernel refuses, where a signal by pid would reach whoever has it now.
+    done = subprocess.Popen(["true"])
+    held = Held(done.pid, by_pidfd=True)
+    try:
+        done.wait()
+        assert held._fd is not None
+        with pytest.raises(ProcessLookupError):
+            signal.pidfd_send_signal(held._fd, signal.SIGKILL)
+    finally:
+        held.close()
