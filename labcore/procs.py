@@ -122,10 +122,11 @@ _PIDFD = hasattr(os, "pidfd_open")  # Linux 5.3+
 
 class Held:
     """A process held from before the run checks that it is its own until its exit is
-    confirmed (`all_exited`). On Linux through a pidfd: a signal sent through it reaches
-    that process or nobody, never one given its pid once it is reaped, and its exit wakes
-    the wait. Elsewhere through psutil, which checks that the pid still names the process
-    it held (its start time) just before it signals, and reads its status until it is gone."""
+    confirmed (`all_exited`), and let go as its `with` block ends. On Linux through a
+    pidfd: a signal sent through it reaches that process or nobody, never one given its
+    pid once it is reaped, and its exit wakes the wait. Elsewhere through psutil, which
+    checks that the pid still names the process it held (its start time) just before it
+    signals, and reads its status until it is gone."""
 
     def __init__(self, pid: int, by_pidfd: bool = _PIDFD) -> None:
         self.pid = pid
@@ -145,7 +146,10 @@ class Held:
             elif self._proc is not None:
                 self._proc.kill()
 
-    def close(self) -> None:
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *_: object) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -162,16 +166,15 @@ def all_exited(held: Sequence[Held], timeout: float) -> bool:
     """Whether every held process has exited (a zombie has) within `timeout`. Pidfds are
     waited on (the kernel wakes the wait as each exits); the others are looked at every
     millisecond."""
+    waiting = select.poll()
     fds = {h._fd for h in held if h._fd is not None}
-    waiting = select.poll() if fds else None
     for fd in fds:
-        assert waiting is not None
         waiting.register(fd, select.POLLIN)
     looked_at = [h for h in held if h._fd is None]
     deadline = time.monotonic() + timeout
     pause = 0.0  # the first look does not wait
     while True:
-        if waiting is not None and fds:
+        if fds:
             for fd, _ in waiting.poll(pause * 1000):
                 waiting.unregister(fd)
                 fds.discard(fd)

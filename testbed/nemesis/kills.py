@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from labcore.procs import Held, all_exited
@@ -64,7 +63,7 @@ class Killer:
         if self._provider is None:
             raise RunFailure("the provider was not started by this run: it cannot be crashed")
         pid = self._provider.pid
-        with _held([pid]) as (provider,):
+        with Held(pid) as provider:
             at = time.time()
             provider.kill()
             _confirm([provider])
@@ -83,36 +82,26 @@ class Killer:
         `worker`, when given, is the worker the hit came from: the pid must be its work-horse."""
         # Held from before the check of whose it is to the kill: if the pid changed hands in
         # between, the signal reaches nobody.
-        with _held([horse_pid]) as (horse,):
+        with contextlib.ExitStack() as holding:
+            horse = holding.enter_context(Held(horse_pid))
             owner = None if horse.reaped else self._supervisor.owner_of(horse_pid)
             if owner is None or (worker and owner.name != worker):
                 raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
-            victims = [owner.pid, horse_pid] if whole_worker else [horse_pid]
-            with _held(victims[:-1]) as held:
-                everyone = [*held, horse]
-                at = time.time()
-                # A worker already reaped is already gone; its work-horse may already have died
-                # with it, which its own kill finds out (a signal to it then reaches nobody).
-                already_gone = [h.pid for h in everyone if h.reaped]
-                for h in everyone:
-                    h.kill()
-                _confirm(everyone)
+            held = [holding.enter_context(Held(owner.pid)), horse] if whole_worker else [horse]
+            at = time.time()
+            # A worker already reaped is already gone; its work-horse may already have died
+            # with it, which its own kill finds out (a signal to it then reaches nobody).
+            already_gone = [h.pid for h in held if h.reaped]
+            for h in held:
+                h.kill()
+            _confirm(held)
+        victims = [h.pid for h in held]
         return Kill(owner, victims, at, (time.time() - at) * 1000, already_gone)
 
     def replace(self, worker: WorkerProcess) -> WorkerProcess:
         """A killed worker is reaped and a fresh one takes its place."""
         worker.killed = True
         return self._supervisor.replace(worker)
-
-
-@contextlib.contextmanager
-def _held(pids: list[int]) -> Iterator[list[Held]]:
-    held = [Held(pid) for pid in pids]
-    try:
-        yield held
-    finally:
-        for h in held:
-            h.close()
 
 
 def _confirm(held: list[Held]) -> None:
