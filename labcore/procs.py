@@ -8,7 +8,6 @@ if the testbed itself dies without cleaning up (PR_SET_PDEATHSIG).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -22,27 +21,7 @@ from typing import Protocol
 
 import psutil
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_NAME = 15
-# Loaded once: work-horses call this on every job and inherit the handle.
-_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-
-
-def die_with_parent(parent_pid: int | None) -> None:
-    """Linux only: be SIGKILLed when the process that started us dies."""
-    if parent_pid is None or _prctl is None:
-        return
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before the request took hold
-        os._exit(1)
-
-
-def set_name(name: str) -> None:
-    """Linux only: the name `ps -o comm`, `top` and psutil give this process (its first
-    15 bytes). A process forked without exec keeps its parent's command line: this
-    tells it apart."""
-    if _prctl is not None:
-        _prctl(_PR_SET_NAME, name.encode()[:15])
+from labcore.prctl import die_with_parent
 
 
 def spawn(

@@ -22,7 +22,7 @@ from uvicorn.protocols.utils import get_client_addr
 from labcore.bus import Bus
 from labcore.collector import uncollected
 from labcore.keys import RunKeys
-from labcore.procs import die_with_parent
+from labcore.prctl import die_with_parent
 from provider.buses import RunBuses
 from provider.fast import METHODS, Fast, Held, answering
 from provider.gate import Gate, GateMiddleware

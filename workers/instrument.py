@@ -26,7 +26,7 @@ from labcore.faults import RULES
 from labcore.ids import HitId
 from labcore.keys import CellKeys, RunKeys
 from labcore.plan import Armed
-from labcore.procs import die_with_parent
+from labcore.prctl import die_with_parent
 from workers.batch import batch
 
 

@@ -68,7 +68,7 @@ def decode_reply(line: bytes) -> Reply:
 def main() -> None:
     # Imported here: the run imports this module for its wire format alone.
     from labcore.collector import uncollected
-    from labcore.procs import die_with_parent
+    from labcore.prctl import die_with_parent
 
     parent = os.environ.get("TESTBED_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
@@ -151,7 +151,7 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         os.dup2(log, 2)
         os.close(null)
         os.close(log)
-        from labcore.procs import die_with_parent, set_name
+        from labcore.prctl import die_with_parent, set_name
 
         die_with_parent(zygote)
         # Its command line is the zygote's: `ps -o comm` and `top` show it as the worker it is.
