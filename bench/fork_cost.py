@@ -11,12 +11,12 @@ forking children that exit at once, --forks a round; in rounds taking turns
 with the same process holding --extra-mb more in small objects, as imports
 leave them. Printed: the CPU a fork and exit costs (the process's and its
 children's, medians of --rounds) each way, and the difference per page. Then
-what each side's worker holds after its imports (`RssAnon`): raw RQ's `rq
-worker` (RQ's command line and the worker class the benchmarks give it) and
-the lab's; the difference in pages at that cost per page is what the lab's
-worker's size adds to a job. A running worker holds a little more than its
-imports (its first jobs' allocations); the difference is taken at the same
-point on both sides.
+raw RQ's worker, after the imports of its `rq worker` (RQ's command line and
+the worker class the benchmarks give it), in rounds of its own in the same
+turns: what it holds (`RssAnon`) and its fork and exit; the lab's worker's
+pages over it, at that cost per page, are what the lab's worker's size adds
+to a job. A running worker holds a little more than its imports (its first
+jobs' allocations); the difference is taken at the same point on both sides.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from throughput import cpu_used  # this folder's, on the path of a script run from it
 
 HERE = Path(__file__).resolve().parent
 PAGE_KB = os.sysconf("SC_PAGESIZE") // 1024
@@ -40,11 +41,6 @@ def resident_kb() -> int:
         if line.startswith("RssAnon:"):
             return int(line.split()[1])
     raise RuntimeError("no RssAnon in /proc/self/status (Linux only)")
-
-
-def _cpu() -> float:
-    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _hold(side: str, extra_mb: int) -> list[bytes]:
@@ -66,13 +62,13 @@ def _hold(side: str, extra_mb: int) -> list[bytes]:
 def _child(side: str, extra_mb: int, forks: int) -> None:
     """One round in a process of its own: what it holds, and the CPU of each fork and exit."""
     kept = _hold(side, extra_mb)
-    started = _cpu()
+    started = cpu_used()
     for _ in range(forks):
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
-    per_fork = (_cpu() - started) / forks
+    per_fork = (cpu_used() - started) / forks
     print(json.dumps({"kb": resident_kb(), "us": per_fork * 1e6}))
     del kept  # held through the forks
 
@@ -100,7 +96,7 @@ def main() -> None:
         base.append(_round("lab", 0, args.forks))
         more.append(_round("lab", args.extra_mb, args.forks))
         raw.append(_round("raw", 0, args.forks))
-    us_base, us_more = (statistics.median(r["us"] for r in rounds) for rounds in (base, more))
+    us_base, us_more, us_raw = (statistics.median(r["us"] for r in rounds) for rounds in (base, more, raw))
     kb_base, kb_more, kb_raw = (statistics.median(r["kb"] for r in rounds) for rounds in (base, more, raw))
     per_page = (us_more - us_base) / ((kb_more - kb_base) / PAGE_KB)
     print(f"fork and exit, {args.forks} forks a round, medians of {args.rounds} rounds, {os.cpu_count()} cpus:")
@@ -108,8 +104,9 @@ def main() -> None:
     print(f"  holding {args.extra_mb} MB more ({kb_more:,.0f} KB):  {us_more:,.0f} µs")
     print(f"  a resident page: {per_page:.2f} µs a fork and exit")
     extra_pages = (kb_base - kb_raw) / PAGE_KB
-    print(f"raw RQ's worker holds {kb_raw:,.0f} KB after its imports, the lab's {kb_base:,.0f} KB:")
-    print(f"  {extra_pages:,.0f} pages more, about {extra_pages * per_page / 1000:.3f} ms of CPU a job")
+    print(f"raw RQ's worker, holding {kb_raw:,.0f} KB after its imports:  {us_raw:,.0f} µs")
+    added = extra_pages * per_page / 1000
+    print(f"  the lab's holds {extra_pages:,.0f} pages more: {added:.3f} ms of CPU a job at that cost per page")
 
 
 if __name__ == "__main__":
