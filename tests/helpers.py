@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,19 @@ def descendants(pid: int) -> set[tuple[int, float]]:
     out: set[tuple[int, float]] = set()
     look(pid, out)
     return out
+
+
+def sigint_disposition(pid: int) -> str:
+    """What the process does with SIGINT as the kernel has it ("caught", "ignored" or
+    "default"), for a Ctrl-C test's failure message: a run that ignores SIGINT (inherited
+    ignored at its start) and one that lost the interrupt otherwise look the same there."""
+    masks = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("SigIgn", "SigCgt"):
+            masks[name] = int(value, 16)
+    bit = 1 << (signal.SIGINT - 1)  # signal N is bit N-1 of the masks
+    return "ignored" if masks["SigIgn"] & bit else "caught" if masks["SigCgt"] & bit else "default"
 
 
 def still_running(procs: set[tuple[int, float]]) -> list[int]:

@@ -11,7 +11,16 @@ import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.helpers import Seen, assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+from tests.helpers import (
+    Seen,
+    assert_left_nothing,
+    descendants,
+    finish,
+    run_testbed,
+    sigint_disposition,
+    start_testbed,
+    still_running,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -45,9 +54,10 @@ def test_sigint_stops_everything_the_run_started(workdir):
         time.sleep(0.05)
     seen |= descendants(proc.pid)
     assert len(seen) >= 4
+    disposition = sigint_disposition(proc.pid)
     proc.send_signal(signal.SIGINT)
     ran = finish(proc, workdir, timeout=60, seen=seen)
-    assert ran.code == 130
+    assert ran.code == 130, f"exit {ran.code}, SIGINT {disposition} when sent; stderr: {ran.stderr[-1500:]}"
     assert ran.stderr.strip().splitlines()[-1].startswith("testbed: error: interrupted")
     assert "Traceback" not in ran.stderr
     assert still_running(seen) == []
