@@ -51,8 +51,12 @@ def sigint_disposition(pid: int) -> str:
     """What the process does with SIGINT as the kernel has it ("caught", "ignored" or
     "default"), for a Ctrl-C test's failure message: a run that ignores SIGINT (inherited
     ignored at its start) and one that lost the interrupt otherwise look the same there."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return "gone (the process had exited)"
     masks = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in status.splitlines():
         name, _, value = line.partition(":")
         if name in ("SigIgn", "SigCgt"):
             masks[name] = int(value, 16)
