@@ -4,8 +4,9 @@ It registers with Redis (a key it keeps alive), watches for runs that ask for
 agents' workers (labcore.agents), starts its share of each run's `rq worker`
 processes with the run's key prefix, and carries out the run's controller's
 orders on them: kill a work-horse or a whole worker by pid (only a work-horse
-of a worker it started for that run, confirmed gone with psutil), and replace
-a killed worker. Where it may change its host's routing, it also cuts its
+of a worker it started for that run, held and confirmed gone as the run's own
+kills are, by pidfd: `testbed.nemesis.kills`), and replace a killed worker.
+Where it may change its host's routing, it also cuts its
 host off from the run's provider and heals the cut (`partition`,
 testbed.agent.network). A run's workers stop, and any cut heals, when the run
 withdraws its request or its controller stops beating. The agent's workers die

@@ -32,7 +32,7 @@ def test_killed_workers_jobs_replay_in_a_new_worker_process(worker_kills):
         first, second = (e for e in events if e["event"] == "attempt-start")
         assert killed["worker"] == first["worker"] and second["attempt"] == 2
         assert second["worker"] != killed["worker"] and second["pid"] != first["pid"]
-        # Both the worker and its work-horse, confirmed gone by pid before anything went on.
+        # Both the worker and its work-horse, each held by pidfd and confirmed gone before anything went on.
         assert len(killed["pids"]) == 2 and killed["confirmedMs"] < 5000
     assert worker_kills.row("retry-only", "after-effect")["duplicateEffects"] == 2
     assert_left_nothing(worker_kills)
