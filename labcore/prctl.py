@@ -6,7 +6,9 @@ psutil) because the workers and their work-horses need only this: what a
 worker holds resident, it hands to every work-horse it forks, and the kernel
 copies the page tables of all of it at each fork and tears them down at each
 exit (0.25 to 0.33 µs a page on a 2-core VM, `bench/fork_cost.py`; psutil's
-import alone is 900 KB).
+import alone is 900 KB). For the same reason it is the exec wrapper of the
+run's non-Python children (`labcore.procs.guarded`): an interpreter that
+only sets the death signal and execs, without importing psutil.
 """
 
 from __future__ import annotations
@@ -37,3 +39,9 @@ def set_name(name: str) -> None:
     tells it apart."""
     if _prctl is not None:
         _prctl(_PR_SET_NAME, name.encode()[:15])
+
+
+if __name__ == "__main__":
+    # Exec wrapper: `python -m labcore.prctl <parent-pid> program args...`
+    die_with_parent(int(sys.argv[1]))
+    os.execvp(sys.argv[2], sys.argv[2:])

@@ -21,14 +21,12 @@ from typing import Protocol
 
 import psutil
 
-from labcore.prctl import die_with_parent
-
 
 def spawn(
     argv: Sequence[str], log: Path, env: dict[str, str] | None = None, piped: bool = False
 ) -> subprocess.Popen[bytes]:
-    """Start a child that dies with us. Non-Python programs go through this
-    module's exec wrapper so the death signal is set before they start.
+    """Start a child that dies with us. Non-Python programs go through
+    `labcore.prctl`'s exec wrapper (`guarded`) so the death signal is set before they start.
     `piped`: its stdin and stdout are pipes to us (a child we talk to), only
     its stderr goes to the log."""
     with open(log, "ab") as out:
@@ -44,7 +42,7 @@ def spawn(
 
 def guarded(argv: Sequence[str]) -> list[str]:
     """argv wrapped so that it is SIGKILLed if this process dies first."""
-    return [sys.executable, "-m", "labcore.procs", str(os.getpid()), *argv]
+    return [sys.executable, "-m", "labcore.prctl", str(os.getpid()), *argv]
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
@@ -182,9 +180,3 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return True
     return False
-
-
-if __name__ == "__main__":
-    # Exec wrapper: `python -m labcore.procs <parent-pid> program args...`
-    die_with_parent(int(sys.argv[1]))
-    os.execvp(sys.argv[2], sys.argv[2:])
