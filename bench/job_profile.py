@@ -1,7 +1,7 @@
 """Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
 
-    python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key]
-    python bench/job_profile.py --chaos [--runs 2]
+    python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
+    python bench/job_profile.py --chaos [--runs 2] [--floor]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
 (the lab's worker class, RQ's forking Worker, recording each work-horse): raw
@@ -17,25 +17,34 @@ medians of --runs. With --chaos, the lab's side is the default 12-cell
 workers (1,280 on 4, as `article_speed.py` times them): the same table for
 the run that benchmark times, its kills and RQ's failure handling included
 (a killed work-horse records nothing inside, so the work-horse's parts are
-means over those that finished). Last, what a copy-on-write page fault costs on this
-machine (forked children writing to their parent's pages), and so what the
-work-horses' faults come to.
+means over those that finished). With --floor, a third program between the
+two: raw RQ running `floor_job.attempt` jobs, the I/O every attempt of the
+lab must do and nothing else, against a bare server (its CPU in the
+provider's row): what the lab could not cost less than, whatever it did.
+Last, what a copy-on-write page fault costs on this machine (forked children
+writing to their parent's pages), and so what the work-horses' faults come
+to.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import mmap
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+from provider_cost import BARE
 from throughput import compile_project, parse_sides, programs
 from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
@@ -61,6 +70,8 @@ ROWS = [
     ("total", "total"),
 ]
 LAB_ONLY = {*SEGMENTS, "flow", "handler faults", "zygote"}
+# The floor's server (`floor_job`): the bare server, on the provider's event loop.
+FLOOR_SERVER = "import asyncio, uvloop\nasyncio.set_event_loop_policy(uvloop.EventLoopPolicy())\n" + BARE
 
 
 def _role(process: psutil.Process, workers: set[int], program: int) -> str:
@@ -163,35 +174,73 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
     return (write_cpu - read_cpu) * 1000 / (write_faults - read_faults)
 
 
+@contextmanager
+def floor_server(work: Path) -> Iterator[tuple[psutil.Process, str]]:
+    """The floor's bare server on a unix socket: its process, its URL."""
+    from labcore.endpoints import unix_url
+    from labcore.procs import stop_all
+
+    path = work / "floor.sock"
+    server = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(path)], stdout=subprocess.PIPE)
+    try:
+        if server.stdout is None or server.stdout.readline() != b"ready\n":
+            raise SystemExit("the floor's server did not start")
+        yield psutil.Process(server.pid), unix_url(path)
+    finally:
+        stop_all([server])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--floor", action="store_true", help="raw RQ running floor_job's jobs too, between the two")
     args = parse_sides(parser, ops=1000, workers=2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)
     what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
-    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in [*sides, *(["floor"] if args.floor else [])]}
     try:
-        for n in range(args.runs):
-            for side, argv in sides.items():
-                horses = work / f"{side}-{n}"
-                horses.mkdir()
-                results[side].append(run(argv, env | {"JOB_PROFILE_DIR": str(horses)}, args.ops, horses))
+        with contextlib.ExitStack() as stack:
+            if args.floor:
+                server, url = stack.enter_context(floor_server(work))
+                sides = {"raw RQ": sides["raw RQ"], "floor": [*sides["raw RQ"], url], "testbed": sides["testbed"]}
+            for n in range(args.runs):
+                for side, argv in sides.items():
+                    horses = work / f"{side}-{n}"
+                    horses.mkdir()
+                    side_env = env | {"JOB_PROFILE_DIR": str(horses)}
+                    if side == "floor":
+                        side_env["RQ_WORKER_CLASS"] = "floor_job.FloorWorker"
+                        before = sum(server.cpu_times()[:2])
+                    per_job = run(argv, side_env, args.ops, horses)
+                    if side == "floor":  # the bare server stands in for the provider, outside the program
+                        per_job["provider"] = (sum(server.cpu_times()[:2]) - before) * 1000 / args.ops
+                        per_job["total"] += per_job["provider"]
+                    results[side].append(per_job)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{what}: {args.ops} jobs, {args.workers} workers, {os.cpu_count()} cpus", end="; ")
     print(f"ms of CPU per job, medians of {args.runs}")
     width = max(len(label) for _, label in ROWS)
-    print(f"{'':{width}}  {'raw RQ':>8}  {'testbed':>8}")
+    print(f"{'':{width}}" + "".join(f"  {side:>8}" for side in sides))
     for key, label in ROWS:
-        raw, ours = (statistics.median(r[key] for r in results[side]) for side in sides)
-        counted = "faults" in key
-        cells = f"{raw:8.0f}  {ours:8.0f}" if counted else f"{raw:8.2f}  {ours:8.2f}"
-        if key in LAB_ONLY:
-            cells = f"{'-':>8}  {ours:8.0f}" if counted else f"{'-':>8}  {ours:8.2f}"
-        print(f"{label:{width}}  {cells}")
-    raw_total, our_total = (statistics.median(r["total"] for r in results[side]) for side in sides)
-    print(f"CPU ratio raw RQ / testbed: {raw_total / our_total:.2f}")
+        cells = ""
+        for side in sides:
+            value = statistics.median(r[key] for r in results[side])
+            if key in LAB_ONLY and side != "testbed":
+                cells += f"  {'-':>8}"
+            else:
+                cells += f"  {value:8.0f}" if "faults" in key else f"  {value:8.2f}"
+        print(f"{label:{width}}{cells}")
+    totals = {side: statistics.median(r["total"] for r in results[side]) for side in sides}
+    print(f"CPU ratio raw RQ / testbed: {totals['raw RQ'] / totals['testbed']:.2f}")
+    if args.floor:
+        floor, lab = totals["floor"] - totals["raw RQ"], totals["testbed"] - totals["raw RQ"]
+        print(
+            f"on top of raw RQ: the floor {floor:.2f} ms a job ({totals['floor'] / totals['raw RQ']:.3f}x), "
+            f"the lab {lab:.2f} ({totals['testbed'] / totals['raw RQ']:.3f}x): "
+            f"the floor is {floor / lab:.0%} of the lab's"
+        )
     fault = cow_fault_ms()
     raw_faults, our_faults, handler_faults = (
         statistics.median(r[key] for r in results[side])

@@ -2,7 +2,9 @@
 processes (the lab's worker class: `throughput.raw_rq`), drain no-op jobs,
 stop everything.
 
-    python bench/raw_rq.py OPS WORKERS
+    python bench/raw_rq.py OPS WORKERS [FLOOR_URL]
+
+With FLOOR_URL (a bare server's), the jobs are `floor_job.attempt`'s.
 
 `bench/article_speed.py` times this process as it times `testbed chaos`, from
 the interpreter's start to its exit, so both sides pay for starting Python,
@@ -21,9 +23,10 @@ from throughput import raw_rq
 
 def main() -> None:
     ops, workers = int(sys.argv[1]), int(sys.argv[2])
+    floor = sys.argv[3] if len(sys.argv) > 3 else None
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
-        raw_rq(ops, workers, work, whole=True)
+        raw_rq(ops, workers, work, whole=True, floor=floor)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

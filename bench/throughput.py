@@ -35,11 +35,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
+def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False, floor: str | None = None) -> float:
     """Seconds plain RQ workers take to drain `ops` no-op jobs: from the first
     enqueue with the workers already up, or (`whole`) from starting Redis and
     the workers until they and Redis are stopped again, as `testbed chaos` is
-    timed (its process starts and stops its whole stack)."""
+    timed (its process starts and stops its whole stack). With `floor` (a bare
+    server's URL), `floor_job.attempt` jobs instead, each op's intent stored
+    before its job is enqueued."""
     from redis import Redis
 
     from labcore.procs import stop_all
@@ -65,16 +67,27 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False) -> float:
         while Worker.count(connection=redis) < workers:
             time.sleep(0.05)
         queue = Queue("raw", connection=redis)
+        if floor is not None:
+            import floor_job  # only here: raw RQ's own enqueuer imports nothing of the lab's
         if not whole:
             started = time.perf_counter()
         for first in range(0, ops, 1000):
             # Results kept past the drain: the finished registry forgets a job whose result
             # expired, and a drain slower than the TTL (a busy machine) would never be counted done.
-            batch = [Queue.prepare_data("noop_job.noop", result_ttl=3600) for _ in range(min(1000, ops - first))]
+            count = min(1000, ops - first)
+            if floor is None:
+                batch = [Queue.prepare_data("noop_job.noop", result_ttl=3600) for _ in range(count)]
+            else:
+                ids = floor_job.store(redis, first + 1, count)
+                batch = [floor_job.prepared(floor, op) for op in ids]
             queue.enqueue_many(batch)
         while queue.finished_job_registry.count < ops:
+            if queue.failed_job_registry.count:  # a job that failed for good: it would never be counted done
+                raise SystemExit(f"raw RQ: a job failed ({queue.failed_job_registry.get_job_ids()[0]})")
             time.sleep(0.01)
         drained = time.perf_counter()
+        if floor is not None:
+            floor_job.check(redis, ops)
     finally:
         stop_all(procs)
         server.stop()

@@ -56,7 +56,7 @@ HANDLER = "workers.handler.perform"
 
 
 class Worker(RQWorker):
-    _keeps_connection = False  # the job at hand is the lab's: its work-horse sends on the worker's connection
+    _keeps_connection = False  # the job at hand's work-horse sends on the worker's connection (`kept_for`)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,12 +75,18 @@ class Worker(RQWorker):
             self.pubsub_thread.stop()
         super().unsubscribe()
 
+    @staticmethod
+    def kept_for(job: Any) -> str | None:
+        """The provider whose connection this worker keeps for the job's work-horse: the lab's handler's."""
+        return job.args[0]["provider"] if job.func_name == HANDLER else None
+
     def execute_job(self, job: Any, queue: Any) -> None:
-        self._keeps_connection = job.func_name == HANDLER
-        if self._keeps_connection:
+        base = self.kept_for(job)
+        self._keeps_connection = base is not None
+        if base is not None:
             from workers import client  # preloaded by the lab's zygote
 
-            client.keep_open(job.args[0]["provider"])
+            client.keep_open(base)
         super().execute_job(job, queue)
 
     def wait_for_horse(self) -> Any:
