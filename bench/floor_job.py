@@ -24,15 +24,13 @@ from rq import Queue, Retry, get_current_job
 from rq.queue import EnqueueData
 from timed_worker import TimedWorker
 
+from labcore.keys import RunKeys
 from workers import client
 from workers.batch import batch
 
 FUNCTION = f"{__name__}.attempt"
 LEDGER = "floor"  # the ledger's name in the request's URL: the bare server reads no URL
-# The run's hashes and counters, as the lab keeps a cell's (labcore.keys.CellKeys).
-OPS, PLAN, MARKERS, ATTEMPTS, OUTCOMES, ENDED, TOTAL = (
-    f"floor:{name}" for name in ("ops", "plan", "ledger", "attempts", "outcomes", "ended", "total")
-)
+KEYS = RunKeys("floor").cell("floor")  # the hashes and counters a run keeps for a cell
 
 
 def store(redis: Redis, first: int, count: int) -> list[str]:
@@ -42,36 +40,41 @@ def store(redis: Redis, first: int, count: int) -> list[str]:
     ops = [make_op(seq, 0) for seq in range(first, first + count)]
     with redis.pipeline(transaction=False) as pipe:
         if first == 1:
-            pipe.set(TOTAL, 0)  # never reached: `attempt` reads it as the lab's last job of a cell does
+            pipe.set(KEYS.total, 0)  # never reached: `attempt` reads it as the lab's last job of a cell does
         for op in ops:
-            pipe.hset(OPS, op.id, op.encode())
+            pipe.hset(KEYS.ops, op.id, op.encode())
         pipe.execute()
     return [op.id for op in ops]
 
 
 def prepared(base: str, op: str) -> EnqueueData:
-    """An op's job, of the lab's job's shape (its retry and timeout: testbed.lab.runner), its
-    result kept as raw RQ's are (`throughput.raw_rq` counts the finished registry)."""
-    return Queue.prepare_data(FUNCTION, (base, op), timeout=180, result_ttl=3600, retry=Retry(max=1))
+    """An op's job, of the lab's job's shape (its retry: testbed.lab.runner; its timeout is RQ's
+    default, as the lab's is), its result kept as raw RQ's are (`throughput.raw_rq` counts the
+    finished registry)."""
+    return Queue.prepare_data(FUNCTION, (base, op), result_ttl=3600, retry=Retry(max=1))
 
 
 def attempt(base: str, op: str) -> str:
     job = get_current_job()
     assert job is not None
     redis = job.connection
-    number, _, intent, _ = batch(
-        redis, ("HINCRBY", ATTEMPTS, op, 1), ("HGET", PLAN, op), ("HGET", OPS, op), ("HGET", MARKERS, op)
+    number, _, raw_intent, _ = batch(
+        redis,
+        ("HINCRBY", KEYS.attempts, op, 1),
+        ("HGET", KEYS.plan, op),
+        ("HGET", KEYS.ops, op),
+        ("HGET", KEYS.ledger, op),
     )
-    payload = {"reference": op, **json.loads(intent)["payload"]}
+    payload = {"reference": op, **json.loads(raw_intent)["payload"]}
     reply = client.send(base, LEDGER, payload, key=op, attempt=number, chaos=None, timeout=10.0)
-    batch(redis, ("HSET", OUTCOMES, op, str(reply.status)), ("INCR", ENDED), ("GET", TOTAL))
+    batch(redis, ("HSET", KEYS.outcomes, op, str(reply.status)), ("INCR", KEYS.ended), ("GET", KEYS.total))
     return "ok"
 
 
 def check(redis: Redis, ops: int) -> None:
     """Every op sent once and answered 201, or the run says it did not do what it was for."""
-    answers = redis.hvals(OUTCOMES)
-    if len(answers) != ops or set(answers) != {b"201"} or int(redis.get(ENDED) or 0) != ops:
+    answers = redis.hvals(KEYS.outcomes)
+    if len(answers) != ops or set(answers) != {b"201"} or int(redis.get(KEYS.ended) or 0) != ops:
         raise SystemExit(f"the floor's {ops} jobs did not each send once, answered 201: {len(answers)} outcomes")
 
 

@@ -198,7 +198,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)
     what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
-    results: dict[str, list[dict[str, float]]] = {side: [] for side in [*sides, *(["floor"] if args.floor else [])]}
+    results: dict[str, list[dict[str, float]]] = defaultdict(list)
     try:
         with contextlib.ExitStack() as stack:
             if args.floor:
