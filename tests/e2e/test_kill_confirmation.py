@@ -1,15 +1,22 @@
 """How the kills hold their victims (labcore.procs.Held), on real processes, by pidfd
 (Linux) and by psutil (elsewhere): the process's exit ends the wait and nothing
-before it does, and once reaped it is out of reach of a kill through what held it."""
+before it does, and once reaped it is out of reach of a kill through what held it;
+and a whole worker's kill reaches no process that took its worker's pid."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import time
 
+import psutil
 import pytest
 
 from labcore.procs import Held, all_exited
+from testbed.errors import RunFailure
+from testbed.infra.supervisor import WorkerProcess
+from testbed.nemesis.kills import Killer
 
 WAYS = pytest.mark.parametrize("by_pidfd", [True, False], ids=["pidfd", "psutil"])
 
@@ -46,3 +53,45 @@ def test_a_pidfd_of_a_reaped_process_signals_nobody():
         assert held._fd is not None
         with pytest.raises(ProcessLookupError):
             signal.pidfd_send_signal(held._fd, signal.SIGKILL)
+
+
+class _Found:
+    """The supervisor's answer to whose work-horse a pid is, as it read it (`Supervisor.owner_of`)."""
+
+    def __init__(self, owner: WorkerProcess) -> None:
+        self._owner = owner
+
+    def owner_of(self, horse_pid: int) -> WorkerProcess:
+        return self._owner
+
+
+def test_a_whole_worker_kill_spares_a_process_that_took_the_workers_pid(tmp_path):
+    # A worker and its work-horse; and a stranger holding the pid the supervisor read as the
+    # worker's, as if the worker had died and its pid gone to another process before it was held.
+    worker = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    stranger = horse = None
+    try:
+        deadline = time.monotonic() + 5
+        while not (children := psutil.Process(worker.pid).children()):
+            assert time.monotonic() < deadline, "the work-horse did not start"
+            time.sleep(0.01)
+        horse = children[0]
+        time.sleep(0.05)  # past the clock's tick: a start time is counted in hundredths of a second
+        stranger = subprocess.Popen(["sleep", "30"])
+        stale = WorkerProcess("w1", stranger, tmp_path / "w1.log")  # type: ignore[arg-type]
+        with pytest.raises(RunFailure, match=f"refusing to kill pid {stranger.pid}: born after its work-horse"):
+            Killer(_Found(stale), None).kill(horse.pid, whole_worker=True)  # type: ignore[arg-type]
+        assert stranger.poll() is None and worker.poll() is None and horse.is_running()
+        # The worker it read is the work-horse's parent: both die.
+        found = WorkerProcess("w1", worker, tmp_path / "w1.log")  # type: ignore[arg-type]
+        kill = Killer(_Found(found), None).kill(horse.pid, whole_worker=True)  # type: ignore[arg-type]
+        assert kill.victims == [worker.pid, horse.pid] and not kill.already_gone
+        assert worker.wait(5) == -signal.SIGKILL and stranger.poll() is None
+    finally:
+        if horse is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                horse.kill()
+        for proc in (worker, stranger):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
