@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 _TOTAL = re.compile(r"^(?:summary|totals): (\d+)", re.MULTILINE)
@@ -36,3 +37,37 @@ def counted(path: Path) -> tuple[str, int] | None:
     text = path.read_text(errors="replace")
     command, total = _COMMAND.search(text), _TOTAL.search(text)
     return None if command is None or total is None else (command.group(1), int(total.group(1)))
+
+
+def by_object(path: Path) -> Counter[str]:
+    """A callgrind output file's instructions by the object they ran in (the program,
+    each shared library or extension module, by file name): each function's own,
+    without what it called. Read from the file's cost lines: a line after `calls=`
+    is a call's inclusive cost, already counted where the callee's own lines are."""
+    names: dict[str, str] = {}  # callgrind's name compression: "(id) name" once, "(id)" after
+    costs: Counter[str] = Counter()
+    current, skip = "?", False
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if skip:
+                skip = False
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                fields = line.split()
+                if len(fields) > 1:
+                    costs[current] += int(fields[1])
+            elif line.startswith(("ob=", "cob=")):
+                name = _named(line.split("=", 1)[1].strip(), names)
+                if line.startswith("ob="):
+                    current = name
+            elif line.startswith("calls="):
+                skip = True
+    return costs
+
+
+def _named(spec: str, names: dict[str, str]) -> str:
+    if not spec.startswith("("):
+        return Path(spec).name
+    ident, _, name = spec.partition(")")
+    if name.strip():
+        names[ident] = Path(name.strip()).name
+    return names.get(ident, "?")

@@ -9,11 +9,12 @@ on a unix socket, with a token, as a run starts it) runs twice under
 `valgrind --tool=callgrind`: once with its ledger's contract and WARM sends,
 once with --sends more; the difference, divided by --sends, is what one
 unarmed keyed send costs it, on one keep-alive connection through the
-work-horse's client. The first run's total is its start (imports, the app),
-those few requests and its stop. Instructions are not time: a cache miss
-costs more than an instruction, and a run's provider finds its caches cold
-at every send (`bench/provider_cost.py --paced`). Needs valgrind (slow: a
-minute or two).
+work-horse's client. The first run's total is its start (imports, the app), those
+few requests and its stop. A send's instructions are also given by where
+they ran: the interpreter, SQLite, libc, each extension module. Instructions
+are not time: a cache miss costs more than an instruction, and a run's
+provider finds its caches cold at every send (`bench/provider_cost.py
+--paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import callgrind
@@ -36,9 +38,9 @@ TOKEN = "bench-token-bench-token"
 BODY = {"recipient": "a@example.test", "message": "hello"}
 
 
-def instructions(work: Path, sends: int) -> int:
+def instructions(work: Path, sends: int) -> tuple[int, Counter[str]]:
     """Instructions the provider executed from its start to its exit, having answered
-    its ledger's contract and WARM + `sends` sends."""
+    its ledger's contract and WARM + `sends` sends: in all, and by object (`callgrind.by_object`)."""
     import httpx
 
     from labcore.credentials import TOKEN_ENV
@@ -79,7 +81,7 @@ def instructions(work: Path, sends: int) -> int:
     found = callgrind.counted(out)
     if found is None:
         raise SystemExit(f"no instruction count in {out}")
-    return found[1]
+    return found[1], callgrind.by_object(out)
 
 
 def main() -> None:
@@ -92,12 +94,17 @@ def main() -> None:
     os.environ[TOKEN_ENV] = TOKEN  # the work-horse's client reads it as it loads
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     try:
-        start = instructions(work, 0)
-        more = instructions(work, args.sends)
+        start, start_by_object = instructions(work, 0)
+        more, more_by_object = instructions(work, args.sends)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    send = (more - start) // args.sends
     print(f"the provider's start, contract, {WARM} sends and stop: {start:,} instructions")
-    print(f"one unarmed keyed send: {(more - start) // args.sends:,} instructions (over {args.sends} sends)")
+    print(f"one unarmed keyed send: {send:,} instructions (over {args.sends} sends), by where they ran:")
+    per_send = {name: (more_by_object[name] - start_by_object[name]) / args.sends for name in more_by_object}
+    for name, count in sorted(per_send.items(), key=lambda item: -item[1]):
+        if count >= send / 100:
+            print(f"  {count:9,.0f}  {count / send:4.0%}  {name}")
 
 
 if __name__ == "__main__":
