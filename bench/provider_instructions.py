@@ -9,12 +9,12 @@ on a unix socket, with a token, as a run starts it) runs twice under
 `valgrind --tool=callgrind`: once with its ledger's contract and WARM sends,
 once with --sends more; the difference, divided by --sends, is what one
 unarmed keyed send costs it, on one keep-alive connection through the
-work-horse's client. The first run's total is its start (imports, the app), those
-few requests and its stop. A send's instructions are also given by where
-they ran: the interpreter, SQLite, libc, each extension module. Instructions
-are not time: a cache miss costs more than an instruction, and a run's
-provider finds its caches cold at every send (`bench/provider_cost.py
---paced`). Needs valgrind (slow: a minute or two).
+work-horse's client. The first run's total is its start (imports, the app),
+those few requests and its stop. A send's instructions are also given by
+where they ran: the interpreter, SQLite, libc, each extension module.
+Instructions are not time: a cache miss costs more than an instruction, and
+a run's provider finds its caches cold at every send
+(`bench/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
