@@ -116,6 +116,16 @@ class Held:
                 self._proc = psutil.Process(pid)
         self.reaped = self._fd is None and self._proc is None  # nothing to hold: exited and reaped
 
+    def born(self) -> float:
+        """When the held process started (psutil's start time; through a pidfd, read by its
+        pid); 0 for one gone: a kill through what holds it reaches nobody."""
+        if self.reaped:
+            return 0.0
+        try:
+            return (self._proc if self._proc is not None else psutil.Process(self.pid)).create_time()
+        except psutil.NoSuchProcess:
+            return 0.0
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):  # reaped since it was held
             if self._fd is not None:

@@ -11,8 +11,6 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-import psutil
-
 from labcore.procs import Held, all_exited
 from testbed.errors import RunFailure
 from testbed.infra.provider_process import ProviderProcess
@@ -86,7 +84,7 @@ class Killer:
         # between, the signal reaches nobody.
         with contextlib.ExitStack() as holding:
             horse = holding.enter_context(Held(horse_pid))
-            horse_born = _born(horse_pid) if whole_worker else 0.0  # read as the work-horse is held
+            horse_born = horse.born() if whole_worker else 0.0  # read as the work-horse is held
             owner = None if horse.reaped else self._supervisor.owner_of(horse_pid)
             if owner is None or (worker and owner.name != worker):
                 raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
@@ -95,7 +93,7 @@ class Killer:
                 # The worker's pid was read as the work-horse's parent before it was held: if the
                 # worker died in between, the pid may have gone to a process born after its work-horse.
                 held.insert(0, holding.enter_context(Held(owner.pid)))
-                if _born(owner.pid) > horse_born:
+                if held[0].born() > horse_born:
                     raise RunFailure(f"refusing to kill pid {owner.pid}: born after its work-horse {horse_pid}")
             at = time.time()
             # A worker already reaped is already gone; its work-horse may already have died
@@ -111,14 +109,6 @@ class Killer:
         """A killed worker is reaped and a fresh one takes its place."""
         worker.killed = True
         return self._supervisor.replace(worker)
-
-
-def _born(pid: int) -> float:
-    """When the process with this pid started; 0 for one gone (a kill through what holds it reaches nobody)."""
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        return 0.0
 
 
 def _confirm(held: list[Held]) -> None:

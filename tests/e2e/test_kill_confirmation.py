@@ -45,6 +45,19 @@ def test_a_process_reaped_after_it_was_held_is_out_of_reach(by_pidfd):
         held.kill()  # reaches nobody, and says nothing
 
 
+@WAYS
+def test_a_held_process_is_known_by_its_start_time_until_it_is_gone(by_pidfd):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        with Held(sleeper.pid, by_pidfd=by_pidfd) as held:
+            assert held.born() == psutil.Process(sleeper.pid).create_time() > 0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with Held(sleeper.pid, by_pidfd=by_pidfd) as gone:  # reaped before it was held
+        assert gone.reaped and gone.born() == 0.0
+
+
 def test_a_pidfd_of_a_reaped_process_signals_nobody():
     # What `Held.kill` relies on: the kernel refuses, where a signal by pid would reach whoever has it now.
     done = subprocess.Popen(["true"])
