@@ -117,14 +117,20 @@ class Held:
         self.reaped = self._fd is None and self._proc is None  # nothing to hold: exited and reaped
 
     def born(self) -> float:
-        """When the held process started (psutil's start time; through a pidfd, read by its
-        pid); 0 for one gone: a kill through what holds it reaches nobody."""
-        if self.reaped:
-            return 0.0
+        """When the held process started; 0 once it is gone (reaped), when a kill through
+        what holds it reaches nobody. Through a pidfd the time is read by pid, and counts
+        only if the pidfd still reaches the process after the read: until it is reaped,
+        the pid is its own."""
         try:
-            return (self._proc if self._proc is not None else psutil.Process(self.pid)).create_time()
-        except psutil.NoSuchProcess:
-            return 0.0
+            if self._fd is not None:
+                started = psutil.Process(self.pid).create_time()
+                signal.pidfd_send_signal(self._fd, 0)  # raises once it is reaped
+                return started
+            if self._proc is not None and self._proc.is_running():  # psutil compares start times
+                return self._proc.create_time()
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+        return 0.0
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):  # reaped since it was held

@@ -51,6 +51,9 @@ def test_a_held_process_is_known_by_its_start_time_until_it_is_gone(by_pidfd):
     try:
         with Held(sleeper.pid, by_pidfd=by_pidfd) as held:
             assert held.born() == psutil.Process(sleeper.pid).create_time() > 0
+            sleeper.kill()
+            sleeper.wait()
+            assert held.born() == 0.0  # reaped while held: its pid may name another process now
     finally:
         sleeper.kill()
         sleeper.wait()
