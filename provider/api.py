@@ -35,6 +35,7 @@ from labcore.scoped import EFFECT_METHODS, ROOT, BadScope, Scope, read, verify
 from provider.fast import held_send
 from provider.holds import Holds
 from provider.ledger import SendTicket
+from provider.responses import json_response
 from provider.store import Store
 
 
@@ -44,10 +45,6 @@ class ScopeBody(BaseModel):
 
 
 def scoped_router(store: Store, holds: Holds) -> APIRouter:
-    # The built-in send's answers, so both answer alike (imported here: provider.app
-    # includes this router, so it is loaded by now).
-    from provider.app import _json
-
     router = APIRouter()
     known: dict[str, str] = {}  # ledger -> its scope secret, read through from the store
     fired: set[str] = set()  # armed hits already used: each holds one request
@@ -85,51 +82,53 @@ def scoped_router(store: Store, holds: Holds) -> APIRouter:
         try:
             scope = scope_of(token)
         except BadScope as exc:
-            return _json(403, {"error": str(exc)})
+            return json_response(403, {"error": str(exc)})
         raw = await request.body()
         try:
             body = json.loads(raw) if raw.strip() else None
         except ValueError:
-            return _json(415, {"error": "an effect's body must be JSON"})
+            return json_response(415, {"error": "an effect's body must be JSON"})
         # The stored effect is the request's body; a scenario that declines recipients reads it.
         payload = body if isinstance(body, dict) else {"body": body}
         key_fingerprint = fingerprint({"method": request.method, "path": f"/api/{path}", "body": body})
         ticket = SendTicket(scope.ledger, scope.reference, idempotency_key, key_fingerprint, scope.attempt)
         early = store.admit(ticket)
         if early is not None:
-            return _json(early.status, early.body, early.replayed)
+            return json_response(early.status, early.body, early.replayed)
         hit = first_use(scope)
         if hit is None:
             answer = store.apply(ticket, payload)
         else:  # holding blocks: off the event loop
             answer = await run_in_threadpool(held_send, store, holds, ticket, payload, hit)
-        return _json(answer.status, answer.body)
+        return json_response(answer.status, answer.body)
 
     @router.api_route(ROOT + "/{token}/api/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
     async def not_an_effect(token: str, path: str) -> JSONResponse:
-        return _json(405, {"error": "only POST, PUT, PATCH and DELETE under /api/ are effects; GET {base}/effects"})
+        return json_response(
+            405, {"error": "only POST, PUT, PATCH and DELETE under /api/ are effects; GET {base}/effects"}
+        )
 
     @router.get(ROOT + "/{token}/effects", include_in_schema=False)
     async def lookup(token: str) -> JSONResponse:
         try:
             scope = scope_of(token)
         except BadScope as exc:
-            return _json(403, {"error": str(exc)})
+            return json_response(403, {"error": str(exc)})
         if not store.contract(scope.ledger).single_lookup:
-            return _json(501, {"error": "this provider offers no lookup by reference"})
+            return json_response(501, {"error": "this provider offers no lookup by reference"})
         status, found = store.lookup(scope.ledger, scope.reference)
         body: dict[str, Any] = {"found": status == 200, "inFlight": status == 409}
         if found is not None:
             body |= {"id": receipt(found.id), "withdrawn": found.withdrawn}
-        return _json(status, body)
+        return json_response(status, body)
 
     @router.get(ROOT + "/{token}/listing", include_in_schema=False)
     async def listing(token: str) -> JSONResponse:
         try:
             scope = scope_of(token)
         except BadScope as exc:
-            return _json(403, {"error": str(exc)})
+            return json_response(403, {"error": str(exc)})
         rows = store.listing(scope.ledger, scope.reference)
-        return _json(200, {"data": [{"id": receipt(e.id), "reference": scope.reference} for e in rows]})
+        return json_response(200, {"data": [{"id": receipt(e.id), "reference": scope.reference} for e in rows]})
 
     return router

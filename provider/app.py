@@ -38,6 +38,7 @@ from provider import audit, fast
 from provider.api import scoped_router
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
+from provider.responses import REPLAYED, json_response
 from provider.store import LogReader, Store, UnknownLedger
 from provider.wire import (
     CHAOS,
@@ -53,7 +54,6 @@ from provider.wire import (
     hit_of,
 )
 
-REPLAYED = "Idempotent-Replayed"
 OPEN_PATHS = frozenset({"/health"})  # answers "ok" and nothing else
 SCOPED = f"{ROOT}/"  # users' jobs' signed URLs: checked by their signature (provider/api.py)
 
@@ -155,13 +155,9 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
     return place(schema)
 
 
-def _json(status: int, body: dict[str, Any], replayed: bool = False) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers={REPLAYED: "true"} if replayed else None)
-
-
 def _malformed(where: list[str]) -> JSONResponse:
     # Only the parts of the request that were wrong: never their values.
-    return _json(400, {"error": f"malformed request ({', '.join(sorted(set(where))) or 'request'})"})
+    return json_response(400, {"error": f"malformed request ({', '.join(sorted(set(where))) or 'request'})"})
 
 
 class Guard:
@@ -271,7 +267,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
 
     @app.exception_handler(UnknownLedger)
     def _unknown(_: Request, exc: UnknownLedger) -> JSONResponse:
-        return _json(fast.UNKNOWN_LEDGER.status, fast.UNKNOWN_LEDGER.body)
+        return json_response(fast.UNKNOWN_LEDGER.status, fast.UNKNOWN_LEDGER.body)
 
     @app.get("/health", response_model=Health)
     async def health() -> dict[str, Any]:
@@ -313,7 +309,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
         answer = fast.send_or_hold(store, holds, ticket, payload, hit)
         if not isinstance(answer, Answer):  # an armed request: holding it blocks, so it leaves the event loop
             answer = await run_in_threadpool(answer)
-        return _json(answer.status, answer.body, answer.replayed)
+        return json_response(answer.status, answer.body, answer.replayed)
 
     @app.get(
         "/ledgers/{ledger}/effects/{reference}",
@@ -328,11 +324,13 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
     )
     async def lookup(ledger: LedgerName, reference: Reference) -> JSONResponse:
         if not store.contract(ledger).single_lookup:
-            return _json(501, {"error": "this provider offers no lookup by reference"})
+            return json_response(501, {"error": "this provider offers no lookup by reference"})
         status, effect = store.lookup(ledger, reference)
         if effect is None:
-            return _json(status, {"found": False, "inFlight": status == 409})
-        return _json(status, {"found": status == 200, "id": receipt(effect.id), "fingerprint": effect.fingerprint})
+            return json_response(status, {"found": False, "inFlight": status == 409})
+        return json_response(
+            status, {"found": status == 200, "id": receipt(effect.id), "fingerprint": effect.fingerprint}
+        )
 
     @app.get("/ledgers/{ledger}/effects", response_model=Listing, responses={**_BAD, **_NO_LEDGER})
     async def listing(
@@ -341,7 +339,7 @@ def create_app(store: Store, holds: Holds, token: str | None = None) -> ASGIApp:
     ) -> JSONResponse:
         rows = store.listing(ledger, reference)
         data = [{"id": receipt(e.id), "reference": reference, "fingerprint": e.fingerprint} for e in rows]
-        return _json(200, {"data": data})
+        return json_response(200, {"data": data})
 
     @app.get("/ledgers/{ledger}/log", response_model=Log, responses={**_BAD, **_NO_LEDGER})
     async def log(
