@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 _TOTAL = re.compile(r"^(?:summary|totals): (\d+)", re.MULTILINE)
@@ -34,12 +35,23 @@ def counted(path: Path) -> tuple[str, int] | None:
     """The command line a callgrind output file was written for, and its instructions;
     None for a file callgrind never finished (its process was killed, or exec'd a
     program callgrind does not follow)."""
+    return _counted(path.read_text(errors="replace"))
+
+
+def counted_by_object(path: Path) -> tuple[int, Counter[str]] | None:
+    """`counted`'s instructions, and the same file's by object (`_by_object`), from one read
+    of it; None as for `counted`."""
     text = path.read_text(errors="replace")
+    found = _counted(text)
+    return None if found is None else (found[1], _by_object(text.splitlines()))
+
+
+def _counted(text: str) -> tuple[str, int] | None:
     command, total = _COMMAND.search(text), _TOTAL.search(text)
     return None if command is None or total is None else (command.group(1), int(total.group(1)))
 
 
-def by_object(path: Path) -> Counter[str]:
+def _by_object(lines: Iterable[str]) -> Counter[str]:
     """A callgrind output file's instructions by the object they ran in (the program,
     each shared library or extension module, by file name): each function's own,
     without what it called. Read from the file's cost lines: a line after `calls=`
@@ -47,20 +59,19 @@ def by_object(path: Path) -> Counter[str]:
     names: dict[str, str] = {}  # callgrind's name compression: "(id) name" once, "(id)" after
     costs: Counter[str] = Counter()
     current, skip = "?", False
-    with path.open(errors="replace") as lines:
-        for line in lines:
-            if skip:
-                skip = False
-            elif line[:1].isdigit() or line[:1] in "+-*":
-                fields = line.split()
-                if len(fields) > 1:
-                    costs[current] += int(fields[1])
-            elif line.startswith(("ob=", "cob=")):
-                name = _named(line.split("=", 1)[1].strip(), names)
-                if line.startswith("ob="):
-                    current = name
-            elif line.startswith("calls="):
-                skip = True
+    for line in lines:
+        if skip:
+            skip = False
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            fields = line.split()
+            if len(fields) > 1:
+                costs[current] += int(fields[1])
+        elif line.startswith(("ob=", "cob=")):
+            name = _named(line.split("=", 1)[1].strip(), names)
+            if line.startswith("ob="):
+                current = name
+        elif line.startswith("calls="):
+            skip = True
     return costs
 
 

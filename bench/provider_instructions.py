@@ -40,7 +40,7 @@ BODY = {"recipient": "a@example.test", "message": "hello"}
 
 def instructions(work: Path, sends: int) -> tuple[int, Counter[str]]:
     """Instructions the provider executed from its start to its exit, having answered
-    its ledger's contract and WARM + `sends` sends: in all, and by object (`callgrind.by_object`)."""
+    its ledger's contract and WARM + `sends` sends: in all, and by object (`callgrind.counted_by_object`)."""
     import httpx
 
     from labcore.credentials import TOKEN_ENV
@@ -78,10 +78,10 @@ def instructions(work: Path, sends: int) -> tuple[int, Counter[str]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    found = callgrind.counted(out)
+    found = callgrind.counted_by_object(out)
     if found is None:
         raise SystemExit(f"no instruction count in {out}")
-    return found[1], callgrind.by_object(out)
+    return found
 
 
 def main() -> None:
