@@ -8,7 +8,7 @@ COPY provider provider
 COPY workers workers
 COPY testbed testbed
 # iproute2 for the partition fault: `ip` may change routing rules wherever the
-# container was given NET_ADMIN (compose.yaml gives it to the agents only).
+# container was given NET_ADMIN (compose.yaml gives it to the hosts only).
 RUN apt-get update && apt-get install -y --no-install-recommends iproute2 libcap2-bin \
     && setcap cap_net_admin+ep "$(command -v ip)" \
     && apt-get purge -y libcap2-bin && rm -rf /var/lib/apt/lists/*

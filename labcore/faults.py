@@ -66,7 +66,7 @@ class FaultRule:
     client_gives_up: bool = True
     # The provider process is SIGKILLed at the boundary and restarted on its log.
     kills_provider: bool = False
-    # The hit worker's host is cut off from the provider (by its agent) until the trigger heals it.
+    # The hit worker's host is cut off from the provider (by its host daemon) until the trigger heals it.
     cuts_network: bool = False
 
     @property
@@ -124,7 +124,7 @@ RULES: dict[Fault, FaultRule] = {
         kills_provider=True,
     ),
     # The worker's host is cut off from the provider at the boundary, both ways, by
-    # the agent on that host; the held request is let go at once, so an answer after
+    # the daemon on that host; the held request is let go at once, so an answer after
     # the effect is sent into the cut and lost. The client times out, and the cut
     # heals before the op's next attempt: a timeout, with the network doing the losing.
     Fault.PARTITION: replace(_TIMEOUT, cuts_network=True),

@@ -1,7 +1,7 @@
 """The chaos bus of a provider that serves many runs.
 
 A provider a run starts reports to that run's bus (`--bus-prefix`). One
-started on its own host for runs to come (`testbed chaos --agents`) is given
+started on its own host for runs to come (`testbed chaos --hosts`) is given
 only the Redis URL: each armed request names its run's key prefix in its hit,
 and the provider reports there. A prefix that is not a run's is ignored (the
 request is then not held), so a caller cannot have it write elsewhere.

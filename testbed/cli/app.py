@@ -16,7 +16,7 @@ from testbed.cli import hosts, run, serve, stored  # noqa: F401  (each registers
 from testbed.cli.base import app
 from testbed.errors import Interrupted, RunFailure, SetupError
 
-hosts.register(app)  # agent, redis: the lab across hosts
+hosts.register(app)  # host, redis: the lab across hosts
 
 
 def _fail(message: str, code: int) -> NoReturn:

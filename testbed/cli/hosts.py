@@ -1,5 +1,5 @@
-"""The lab across hosts, on the command line: `testbed agent`, `testbed redis`,
-and the `--agents` / `--provider-url` stack options of chaos, replay and load."""
+"""The lab across hosts, on the command line: `testbed host`, `testbed redis`,
+and the `--hosts` / `--provider-url` stack options of chaos, replay and load."""
 
 from __future__ import annotations
 
@@ -32,64 +32,64 @@ def read_token(token_file: Path | None) -> str | None:
 
 
 def remote_options(args: StackArgs) -> RemoteOptions | None:
-    if not args.agents:
+    if not args.hosts:
         if args.provider_url:
-            raise UsageError("--provider-url needs --agents (the workers must be where the provider is reachable)")
+            raise UsageError("--provider-url needs --hosts (the workers must be where the provider is reachable)")
         return None
     if not args.provider_url:
-        raise UsageError("--agents needs --provider-url (or $TESTBED_PROVIDER_URL): the provider the agents reach")
+        raise UsageError("--hosts needs --provider-url (or $TESTBED_PROVIDER_URL): the provider the hosts reach")
     if not args.provider_url.startswith(("http://", "https://")):
         raise UsageError(f"--provider-url must be an http(s) URL (got {args.provider_url!r})")
     if not args.redis_url:
-        raise UsageError("--agents needs --redis-url (or $REDIS_URL): the Redis the agents are registered with")
+        raise UsageError("--hosts needs --redis-url (or $REDIS_URL): the Redis the hosts are registered with")
     if args.provider_port:
-        raise UsageError("--provider-port starts a provider: not with --agents")
+        raise UsageError("--provider-port starts a provider: not with --hosts")
     return RemoteOptions(args.provider_url, read_token(args.provider_token_file))
 
 
 def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
     """What the stack cannot do for these cells is refused before anything starts:
-    crashing a provider the run did not start, or cutting off a host that no agent
-    of the run is on. A run that cuts hosts off asks its agents whether they can."""
+    crashing a provider the run did not start, or cutting off a machine that no host daemon
+    of the run is on. A run that cuts hosts off asks its host daemons whether they can."""
     faults = {c.fault for c in cells if c.injected}
     if stack.remote is None:
         cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
         if cutting:
             raise UsageError(
-                f"{cutting[0]} cuts a worker's host off from the provider: it needs the agents' hosts"
-                " (--agents, each agent with CAP_NET_ADMIN on its host)"
+                f"{cutting[0]} cuts a worker's host off from the provider: it needs the worker hosts"
+                " (--hosts, each host daemon with CAP_NET_ADMIN)"
             )
         return stack
     crashing = sorted(f.value for f in faults if RULES[f].kills_provider)
     if crashing:
-        raise UsageError(f"{crashing[0]} needs a provider this run starts; with --agents it cannot be crashed")
+        raise UsageError(f"{crashing[0]} needs a provider this run starts; with --hosts it cannot be crashed")
     return replace(stack, remote=replace(stack.remote, partition=any(RULES[f].cuts_network for f in faults)))
 
 
-def agent(
+def host(
     redis_url: Annotated[
         str | None, Option("--redis-url", envvar="REDIS_URL", help="The Redis the runs use (password included).")
     ] = None,
     workers: Annotated[int, Option("--workers", help="RQ worker processes per run.")] = 2,
     name: Annotated[
-        str | None, Option("--name", envvar="TESTBED_AGENT_NAME", help="Unique agent name (default: host-pid).")
+        str | None, Option("--name", envvar="TESTBED_HOST_NAME", help="Unique host name (default: host-pid).")
     ] = None,
     provider_token_file: Annotated[
         Path | None, Option("--provider-token-file", help=f"The provider's token for the workers (else ${TOKEN_ENV}).")
     ] = None,
 ) -> int:
-    """Run a host's agent: starts and kills RQ workers for the runs that ask (testbed chaos --agents)."""
-    from testbed.agent.agent import default_name, run_agent
+    """Run a host daemon: starts and kills RQ workers for the runs that ask (testbed chaos --hosts)."""
+    from testbed.host.daemon import default_name, run_host
 
     if not redis_url:
-        raise UsageError("testbed agent needs --redis-url (or $REDIS_URL)")
+        raise UsageError("testbed host needs --redis-url (or $REDIS_URL)")
     at_least("--workers", workers)
     if name is not None and not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"--name must be letters, digits, - and _ (got {name!r})")
     token = read_token(provider_token_file)
     if token is None:
         print(f"testbed: warning: no provider token (${TOKEN_ENV}): workers send none", file=sys.stderr)
-    run_agent(redis_url, name or default_name(), workers, token)
+    run_host(redis_url, name or default_name(), workers, token)
     return 0
 
 
@@ -114,8 +114,8 @@ def redis(
 def register(app: typer.Typer) -> None:
     app.command(
         short_help="A host's RQ workers for the runs that ask (a lab across hosts).",
-        epilog=examples("REDIS_URL=redis://:secret@redis-host:6379/0 testbed agent --workers 2 --name host-a"),
-    )(agent)
+        epilog=examples("REDIS_URL=redis://:secret@redis-host:6379/0 testbed host --workers 2 --name host-a"),
+    )(host)
     app.command(
         name="redis",
         short_help="redis-server on the network for a lab across hosts, its password from the environment.",

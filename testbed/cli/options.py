@@ -102,13 +102,13 @@ class StackArgs:
         int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")
     ] = 30
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
-    # A stack the run does not start (testbed.cli.hosts): the agents' workers and a provider on the network.
-    agents: Annotated[
-        bool, Option("--agents", help="Use the workers of the agents registered with --redis-url (testbed agent).")
+    # A stack the run does not start (testbed.cli.hosts): the hosts' workers and a provider on the network.
+    hosts: Annotated[
+        bool, Option("--hosts", help="Use the workers of the hosts registered with --redis-url (testbed host).")
     ] = False
     provider_url: Annotated[
         str | None,
-        Option("--provider-url", envvar="TESTBED_PROVIDER_URL", help="Use this provider (with --agents)."),
+        Option("--provider-url", envvar="TESTBED_PROVIDER_URL", help="Use this provider (with --hosts)."),
     ] = None
     provider_token_file: Annotated[
         Path | None,

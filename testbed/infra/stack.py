@@ -31,11 +31,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class RemoteOptions:
-    """A provider and agents already running (testbed.infra.agents): the run starts none of its parts."""
+    """A provider and hosts already running (testbed.infra.hosts): the run starts none of its parts."""
 
     provider_url: str
     provider_token: str | None
-    partition: bool = False  # the run cuts agents' hosts off the provider: every agent must be able to
+    partition: bool = False  # the run cuts worker hosts off the provider: every host must be able to
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +141,12 @@ class Stack:
 
 
 def open_stack(run_id: str, options: StackOptions) -> Stack:
-    """The stack the options ask for: one this run starts, or the agents' (--agents)."""
+    """The stack the options ask for: one this run starts, or the hosts' (--hosts)."""
     if options.remote is None:
         return Stack(run_id, options)
-    from testbed.infra.agents import AgentStack
+    from testbed.infra.hosts import HostStack
 
-    return AgentStack(run_id, options)
+    return HostStack(run_id, options)
 
 
 def connect(url: str) -> redis_lib.Redis:

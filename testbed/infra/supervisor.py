@@ -55,7 +55,7 @@ class Supervisor:
         provider_token: str | None = None,
         name_prefix: str = "",
     ) -> None:
-        """`name_prefix`: an agent's workers carry its name, unique among the run's agents."""
+        """`name_prefix`: a host's workers carry its name, unique among the run's hosts."""
         self._name_prefix = name_prefix
         self._dir = workdir / "workers"
         self._dir.mkdir(exist_ok=True)

@@ -37,8 +37,8 @@ from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
 from testbed.lab.series import Series
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
-from testbed.nemesis.agent_kills import killer_for
 from testbed.nemesis.controller import Controller
+from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
 from workers.handler import JobSpec

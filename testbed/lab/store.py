@@ -7,7 +7,7 @@ A stored run holds
   application concluded, its attempts, whether RQ gave up on its job) when its
   cell is judged; one line each, so a long run's memory stays flat;
 - `provider.sqlite3`, a consistent copy of the provider's effect log; or, for
-  a provider the run did not start (`--agents`: its log stays on its host),
+  a provider the run did not start (`--hosts`: its log stays on its host),
   `provider-records.jsonl`, what that provider's audit said of each op, as
   the run judged it, written with the op's local facts;
 - `logs/`, the processes' logs.

@@ -2,7 +2,7 @@
 
 It consumes the bus: for each hit it checks the plan, then acts as the fault's
 rule says (`labcore.faults.RULES`): kill by pid (`kills`), cut a worker's
-host off from the provider and heal it (through its agent), tell a holding
+host off from the provider and heal it (through its host), tell a holding
 provider what to do with the request once the rule's trigger came, change the
 world as the scenario says (`world`), and then *settle* the fault, which lets
 the op's next attempt begin. What it sees and does goes to the cell's

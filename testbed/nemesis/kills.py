@@ -38,19 +38,19 @@ class Crash:
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """A worker host cut off from the provider, or healed, by its agent."""
+    """A worker host cut off from the provider, or healed, by its host."""
 
-    host: str  # the agent
+    host: str  # the host
     at: float
     confirmed_ms: float
 
 
-_NO_CUT = "partition cuts a worker host off the network: it needs the agents' hosts (--agents)"
+_NO_CUT = "partition cuts a worker host off the network: it needs the worker hosts (--hosts)"
 
 
 class Killer:
     def __init__(self, supervisor: Supervisor, provider: ProviderProcess | None) -> None:
-        """No provider: one this process did not start (an agent's), which it cannot crash."""
+        """No provider: one this process did not start (a host's), which it cannot crash."""
         self._supervisor = supervisor
         self._provider = provider
 

@@ -1,14 +1,14 @@
 """The lab on hosts of their own: five Linux network namespaces, each with its own
 address on a private bridge (10.213.0.0/24, used only between them), running
 compose.yaml's services as compose.yaml writes them (tests/compose.py):
-Redis on one, the provider on another, an agent on each of two more, the lab
+Redis on one, the provider on another, a host on each of two more, the lab
 on the fifth. The bridge lives in a sixth namespace: nothing is added to the
 machine's own network, and no traffic leaves these namespaces.
 
 Checks: the article's 12 cells equal a single-host run's, and the stored run
 is judged again from what the provider said of its ops; a kill-worker replay
-whose jobs come back on the other agent's host; the partition fault (an
-agent cuts its host off from the provider), timeout and late as the model
+whose jobs come back on the other worker host; the partition fault (an
+host cuts its host off from the provider), timeout and late as the model
 predicts; every scenario across hosts as the model predicts; the provider refuses a request
 without its token (401) and changes nothing; Redis refuses a client without
 the password; nothing is left afterwards (processes, namespaces).
@@ -36,9 +36,9 @@ from tests import compose
 
 pytestmark = pytest.mark.e2e
 
-SERVICES_RUN = ("redis", "provider", "agent", "lab")  # every service of compose.yaml, as written there
+SERVICES_RUN = ("redis", "provider", "host", "lab")  # every service of compose.yaml, as written there
 SUBNET = "10.213.0"
-HOSTS = {"redis": 1, "provider": 2, "agent1": 3, "agent2": 4, "lab": 5}
+HOSTS = {"redis": 1, "provider": 2, "worker1": 3, "worker2": 4, "lab": 5}
 TAG = f"tbh{os.getpid() % 100000}"
 _CELL = ("strategy", "boundary", "fault", "effects", "duplicateEffects", "missingOperations", "kills", "verdict")
 
@@ -51,8 +51,8 @@ deadline = time.monotonic() + 90
 while True:
     try:
         r = redis.Redis.from_url(url, socket_connect_timeout=1)
-        agents = list(r.scan_iter("testbed:agents:live:*"))
-        if httpx.get(purl + "/health", timeout=1).status_code == 200 and len(agents) >= 2:
+        hosts = list(r.scan_iter("testbed:hosts:live:*"))
+        if httpx.get(purl + "/health", timeout=1).status_code == 200 and len(hosts) >= 2:
             break
     except (redis.RedisError, httpx.HTTPError):
         pass
@@ -193,8 +193,8 @@ class Hosts:
             return
         self.down_done = True
         self.watch()
-        # The lab's side first, Redis last: agents stop their workers on SIGTERM.
-        for host in ("lab", "agent1", "agent2", "provider", "redis"):
+        # The lab's side first, Redis last: hosts stop their workers on SIGTERM.
+        for host in ("lab", "worker1", "worker2", "provider", "redis"):
             proc = self.procs.get(host)
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -221,8 +221,8 @@ def hosts(tmp_path_factory):
         made.up()
         made.start("redis", "redis")
         made.start("provider", "provider")
-        made.start("agent1", "agent")
-        made.start("agent2", "agent")
+        made.start("worker1", "host")
+        made.start("worker2", "host")
         probe = made.run("lab", [sys.executable, "-c", PROBE], "lab", timeout=120)
         assert probe.returncode == 0, _failed(probe, made)
         made.probe = json.loads(probe.stdout)
@@ -266,13 +266,13 @@ def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, de
     cells = [tuple(r[k] for k in _CELL) for r in across["rows"]]
     assert len(cells) == 12
     assert cells == [tuple(r[k] for k in _CELL) for r in local["rows"]]
-    # The run's workers were the agents', and they stopped when the run ended (each agent alone in its host).
+    # The run's workers were the hosts', and they stopped when the run ended (each host alone in its host).
     assert {r["workers"] for r in across["rows"]} == {4}
-    for host in ("agent1", "agent2"):
+    for host in ("worker1", "worker2"):
         assert hosts.pids(hosts.ns(host)) == [hosts.procs[host].pid]
 
 
-def test_a_run_on_the_agents_provider_is_kept_and_judged_again_from_what_the_provider_said(hosts, lab_run):
+def test_a_run_on_a_network_provider_is_kept_and_judged_again_from_what_the_provider_said(hosts, lab_run):
     stored = (hosts.workdir("lab") / "runs" / "latest").resolve()
     assert (stored / PROVIDER_RECORDS).is_file() and not (stored / PROVIDER_LOG).exists()  # its log stays on its host
     check = [*compose.argv("lab")[:3], "check"]
@@ -291,9 +291,9 @@ def test_a_run_on_the_agents_provider_is_kept_and_judged_again_from_what_the_pro
     assert "DIFFERS" in ran.stdout and op in ran.stdout
 
 
-def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
+def test_kill_worker_replay_comes_back_on_the_other_worker_host(hosts, lab_run):
     # 12 kills: the chance that no job crosses to the other host is about (1/2)^12.
-    argv = [*compose.argv("lab")[:3], "replay", "--agents", "--fault", "kill-worker", "--ops", "48", "--every", "4"]
+    argv = [*compose.argv("lab")[:3], "replay", "--hosts", "--fault", "kill-worker", "--ops", "48", "--every", "4"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "replay.json"], "lab", timeout=180)
     assert ran.returncode == 0, _failed(ran, hosts)
     row = json.loads((hosts.workdir("lab") / "replay.json").read_text())["rows"][0]
@@ -302,17 +302,17 @@ def test_kill_worker_replay_comes_back_on_the_other_agents_host(hosts, lab_run):
     for events in row["history"].values():
         killed = next(e for e in events if e["event"] == "killed")
         second = next(e for e in events if e["event"] == "attempt-start" and e["attempt"] == 2)
-        assert len(killed["pids"]) == 2 and killed["confirmedMs"] >= 0  # worker and work-horse, by its agent
+        assert len(killed["pids"]) == 2 and killed["confirmedMs"] >= 0  # worker and work-horse, by its host
         crossed += killed["worker"].rsplit(".", 1)[0] != second["worker"].rsplit(".", 1)[0]
-    assert crossed >= 1, "no killed job came back on the other agent's host"
+    assert crossed >= 1, "no killed job came back on the other worker host"
 
 
 def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab_run):
-    """Each partitioned op's host is cut off from the provider by its agent; the provider's
+    """Each partitioned op's host is cut off from the provider by its host; the provider's
     answer goes into the cut and the client times out. Exit 0: every count as the
     model predicts (for a partition, as for a timeout, which runs beside it, with late)."""
     faults = ["--fault", "partition", "--fault", "timeout", "--fault", "late"]
-    argv = [*compose.argv("lab")[:3], "chaos", "--agents", *faults, "--ops", "20"]
+    argv = [*compose.argv("lab")[:3], "chaos", "--hosts", *faults, "--ops", "20"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "partition.json"], "lab", timeout=240)
     assert ran.returncode == 0, _failed(ran, hosts)
     rows = json.loads((hosts.workdir("lab") / "partition.json").read_text())["rows"]
@@ -331,9 +331,9 @@ def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab
             # up: the answer was lost in the cut. The host was back before the op's next attempt.
             assert cut_at["letGo"] < timed_out["at"] < healed["at"] < retry["at"], (op, events)
             assert cut_at["host"] == cut_at["worker"].rsplit(".", 1)[0]
-    # Healed: both agents' hosts reach the provider again, and no cut rule is left on either.
-    for host in ("agent1", "agent2"):
-        rules = hosts.run(host, ["ip", "rule", "show"], "agent", timeout=10).stdout
+    # Healed: both worker hosts reach the provider again, and no cut rule is left on either.
+    for host in ("worker1", "worker2"):
+        rules = hosts.run(host, ["ip", "rule", "show"], "host", timeout=10).stdout
         assert "blackhole" not in rules and rules.startswith("0:"), rules
 
 
@@ -342,7 +342,7 @@ def test_every_scenario_across_hosts_agrees_with_the_model(hosts, lab_run):
     routes (expired keys, withdrawals), a duplicate job racing a held request, a
     re-minted op. Exit 0: every cell as the model predicts."""
     scenarios = [name for name in SCENARIOS if name != "none"]
-    argv = [*compose.argv("lab")[:3], "chaos", "--agents", "--matrix", "full", "--ops", "10"]
+    argv = [*compose.argv("lab")[:3], "chaos", "--hosts", "--matrix", "full", "--ops", "10"]
     argv += [arg for name in scenarios for arg in ("--scenario", name)]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "scenarios.json"], "lab", timeout=240)
     assert ran.returncode == 0, _failed(ran, hosts)

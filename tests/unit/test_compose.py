@@ -25,7 +25,7 @@ def test_schema_would_catch_a_broken_file():
     """The check can fail: a service with a misspelt key, and a command of the wrong type."""
     schema = json.loads(compose.SCHEMA.read_text())
     broken = compose.load()
-    broken["services"]["agent"]["comand"] = "x"
+    broken["services"]["host"]["comand"] = "x"
     broken["services"]["lab"]["command"] = {"not": "a command"}
     assert len(list(jsonschema.Draft7Validator(schema).iter_errors(broken))) >= 2
 
@@ -47,8 +47,8 @@ def test_docker_compose_config_accepts_it(monkeypatch):
 
 def test_the_services_the_issue_names():
     services = compose.services()
-    assert set(services) == {"redis", "provider", "agent", "lab"}
-    assert services["agent"]["deploy"]["replicas"] == 2
+    assert set(services) == {"redis", "provider", "host", "lab"}
+    assert services["host"]["deploy"]["replicas"] == 2
     assert any(v.endswith(":/data") for v in services["provider"]["volumes"])
     assert any(v.endswith(":/lab") for v in services["lab"]["volumes"])
     # Secrets come from the environment, never a command line.

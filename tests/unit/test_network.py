@@ -1,8 +1,8 @@
-"""The partition's routing rules as data (testbed.agent.network); applied on hosts of their own in test_hosts."""
+"""The partition's routing rules as data (testbed.host.network); applied on hosts of their own in test_hosts."""
 
 import pytest
 
-from testbed.agent.network import CUT_IN, CUT_OUT, LOCAL_MOVED, Peer, cut_commands, heal_commands
+from testbed.host.network import CUT_IN, CUT_OUT, LOCAL_MOVED, Peer, cut_commands, heal_commands
 
 UNTOUCHED = [
     {"priority": 0, "src": "all", "table": "local"},

@@ -1,10 +1,10 @@
 """A stack the run did not start: a shared Redis, a provider on the network, and
-the workers of the agents registered there (`testbed agent`, one per host).
+the workers of the hosts registered there (`testbed host`, one per host).
 
-The run asks the live agents for workers (labcore.agents), keeps its
+The run asks the live hosts for workers (labcore.hosts), keeps its
 controller's heartbeat up while it runs, orders kills and replacements
 through Redis, and reads the provider's log over HTTP. At the end it
-withdraws its request, waits until every agent has stopped the run's
+withdraws its request, waits until every host has stopped the run's
 workers, and only then deletes its keys.
 """
 
@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import redis as redis_lib
 
-from labcore import agents as proto
 from labcore import connections
-from labcore.agents import AgentState, Order, Registration, Reply, Request, RunAgentKeys
+from labcore import hosts as proto
 from labcore.bus import Bus
 from labcore.credentials import redacted
+from labcore.hosts import HostState, Order, OrderReply, Registration, RunHostKeys, RunRequest
 from labcore.keys import QUEUE, rq_prefix
 from provider.store import ReferenceRecord
 from testbed.errors import RunFailure, SetupError
@@ -35,8 +35,8 @@ from testbed.infra.parts import PartDied
 from testbed.infra.provider_process import ProviderAdmin, provider_client
 from testbed.infra.stack import Stack, connect
 
-ORDER_TIMEOUT = 15.0  # a kill is confirmed in ms; an agent that says nothing this long is gone
-_STOP_TIMEOUT = 20.0  # agents stop workers with a 5 s grace
+ORDER_TIMEOUT = 15.0  # a kill is confirmed in ms; a host that says nothing this long is gone
+_STOP_TIMEOUT = 20.0  # hosts stop workers with a 5 s grace
 _CHECK_EVERY = 0.5
 _HEALTH_EVERY = 5.0
 _RECORDS_CHUNK = 500  # references per audit request (the provider caps a body at 64 KiB)
@@ -44,63 +44,63 @@ _RECORDS_CHUNK = 500  # references per audit request (the provider caps a body a
 
 @dataclass(slots=True)
 class RemoteWorker:
-    """A worker an agent started for this run."""
+    """A worker a host started for this run."""
 
     name: str
-    agent: str
-    pid: int  # in the agent host's pid namespace
+    host: str
+    pid: int  # in the host's pid namespace
     killed: bool = False
 
 
-def live_agents(redis: redis_lib.Redis) -> dict[str, Registration]:
+def live_hosts(redis: redis_lib.Redis) -> dict[str, Registration]:
     found = {}
     for key in redis.scan_iter(match=proto.LIVE_PATTERN, count=100):
         raw = redis.get(key)
         with contextlib.suppress(ValueError):
             if raw is not None:
-                found[proto.agent_of_live_key(key.decode())] = proto.decode(Registration, raw)
+                found[proto.host_of_live_key(key.decode())] = proto.decode(Registration, raw)
     return found
 
 
-class AgentPool:
-    """The run's side of the agents: their workers, their health, and orders to them."""
+class HostPool:
+    """The run's side of the hosts: their workers, their health, and orders to them."""
 
-    def __init__(self, redis: redis_lib.Redis, keys: RunAgentKeys, agents: dict[str, Registration]) -> None:
+    def __init__(self, redis: redis_lib.Redis, keys: RunHostKeys, hosts: dict[str, Registration]) -> None:
         self._redis = redis
         self._keys = keys
-        self.agents = agents
+        self.hosts = hosts
         self.workers: dict[str, RemoteWorker] = {}
 
-    def states(self) -> dict[str, AgentState | None]:
-        raws = self._redis.mget([self._keys.state(a) for a in self.agents])
-        pairs = zip(self.agents, raws, strict=True)
-        return {a: None if raw is None else proto.decode(AgentState, raw) for a, raw in pairs}
+    def states(self) -> dict[str, HostState | None]:
+        raws = self._redis.mget([self._keys.state(a) for a in self.hosts])
+        pairs = zip(self.hosts, raws, strict=True)
+        return {a: None if raw is None else proto.decode(HostState, raw) for a, raw in pairs}
 
     def check(self) -> None:
-        """Every agent still beating, none of their workers dead outside the plan."""
+        """Every host still beating, none of their workers dead outside the plan."""
         with self._redis.pipeline(transaction=False) as pipe:
-            for agent in self.agents:
-                pipe.exists(proto.live_key(agent))
+            for host in self.hosts:
+                pipe.exists(proto.live_key(host))
             alive = pipe.execute()
-        for agent, beating in zip(self.agents, alive, strict=True):
+        for host, beating in zip(self.hosts, alive, strict=True):
             if not beating:
-                raise PartDied(f"agent {agent} stopped heartbeating during the run (its workers went with it)")
+                raise PartDied(f"host {host} stopped heartbeating during the run (its workers went with it)")
         for state in self.states().values():
             if state is not None and state.dead:
                 raise PartDied(state.dead[0])
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until every agent runs its workers and RQ has them all registered."""
+        """Until every host runs its workers and RQ has them all registered."""
         from rq import Worker
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check()
             states = self.states()
-            if all(s is not None and len(s.workers) >= self.agents[a].workers for a, s in states.items()):
+            if all(s is not None and len(s.workers) >= self.hosts[a].workers for a, s in states.items()):
                 self.workers = {
-                    name: RemoteWorker(name, agent, pid)
-                    for agent, state in states.items()
+                    name: RemoteWorker(name, host, pid)
+                    for host, state in states.items()
                     if state is not None
                     for name, pid in state.workers.items()
                 }
@@ -108,22 +108,22 @@ class AgentPool:
                 if set(self.workers) <= registered:
                     return
             time.sleep(0.05)
-        raise RunFailure(f"the agents' workers did not register with RQ within {timeout:.0f} s")
+        raise RunFailure(f"the hosts' workers did not register with RQ within {timeout:.0f} s")
 
-    def order(self, agent: str, order: Order) -> Reply:
-        self._redis.rpush(self._keys.orders(agent), proto.encode(order))
+    def order(self, host: str, order: Order) -> OrderReply:
+        self._redis.rpush(self._keys.orders(host), proto.encode(order))
         deadline = time.monotonic() + ORDER_TIMEOUT
         while time.monotonic() < deadline:
             popped = self._redis.blpop([self._keys.reply(order.id)], timeout=1)
             if popped is not None:
-                return proto.decode(Reply, popped[1])
-            if not self._redis.exists(proto.live_key(agent)):
-                raise PartDied(f"agent {agent} stopped heartbeating before it answered a {order.kind} order")
-        raise RunFailure(f"agent {agent} did not answer a {order.kind} order within {ORDER_TIMEOUT:.0f} s")
+                return proto.decode(OrderReply, popped[1])
+            if not self._redis.exists(proto.live_key(host)):
+                raise PartDied(f"host {host} stopped heartbeating before it answered a {order.kind} order")
+        raise RunFailure(f"host {host} did not answer a {order.kind} order within {ORDER_TIMEOUT:.0f} s")
 
     def stopped(self) -> bool:
-        """Every agent has stopped the run's workers (or is gone, and its workers with it)."""
-        gone = [not self._redis.exists(proto.live_key(a)) for a in self.agents]
+        """Every host has stopped the run's workers (or is gone, and its workers with it)."""
+        gone = [not self._redis.exists(proto.live_key(a)) for a in self.hosts]
         return all(g or (s is not None and s.stopped) for g, s in zip(gone, self.states().values(), strict=True))
 
 
@@ -188,14 +188,14 @@ class RemoteLog:
         return out
 
 
-class AgentStack(Stack):
+class HostStack(Stack):
     """The Stack's interface over parts it did not start: it starts nothing but a heartbeat."""
 
     def _start(self) -> None:
         o = self.options
         assert o.remote is not None
         if not o.redis_url:
-            raise SetupError("--agents needs --redis-url: the Redis the agents are registered with")
+            raise SetupError("--hosts needs --redis-url: the Redis the hosts are registered with")
         leftovers.remove_stale_dirs()
         # Nothing runs here; the dir is where the run store's log copy looks.
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}{self.run_id}-"))
@@ -208,45 +208,45 @@ class AgentStack(Stack):
         self.bus = Bus(self.redis, self.keys)
         self.provider = RemoteProvider(o.remote.provider_url, o.remote.provider_token)
         self.provider.check_reachable()
-        agents = live_agents(self.redis)
-        if not agents:
-            raise SetupError(f"no agent is registered with Redis at {redacted(o.redis_url)}: start `testbed agent`")
-        unable = {name: a.no_partition for name, a in agents.items() if a.no_partition}
+        hosts = live_hosts(self.redis)
+        if not hosts:
+            raise SetupError(f"no host is registered with Redis at {redacted(o.redis_url)}: start `testbed host`")
+        unable = {name: a.no_partition for name, a in hosts.items() if a.no_partition}
         if o.remote.partition and unable:
             name, why = sorted(unable.items())[0]
-            raise SetupError(f"partition: agent {name} cannot cut its host off the provider: {why}")
-        self.agent_keys = RunAgentKeys(self.keys.prefix)
-        self.supervisor = self.pool = AgentPool(self.redis, self.agent_keys, agents)
+            raise SetupError(f"partition: host {name} cannot cut its machine off the provider: {why}")
+        self.host_keys = RunHostKeys(self.keys.prefix)
+        self.supervisor = self.pool = HostPool(self.redis, self.host_keys, hosts)
         self._beating = threading.Event()
         beat = threading.Thread(target=self._beat, name="controller-heartbeat", daemon=True)
         self._exit.callback(beat.join, 5)
         self._exit.callback(self._beating.set)
-        self.redis.set(self.agent_keys.controller, 1, ex=proto.CONTROLLER_TTL)
+        self.redis.set(self.host_keys.controller, 1, ex=proto.CONTROLLER_TTL)
         beat.start()
         s = o.settings
-        request = Request(
+        request = RunRequest(
             self.keys.prefix,
             rq_prefix(self.keys.prefix),
             QUEUE,
             self.provider.url,
-            sorted(agents),
+            sorted(hosts),
             s.worker_ttl,
             s.maintenance_interval,
             s.job_monitoring_interval,
         )
         self._exit.callback(self.stop_services)
-        self.redis.set(self.agent_keys.request, proto.encode(request))
+        self.redis.set(self.host_keys.request, proto.encode(request))
         self.redis.sadd(proto.RUNS, self.keys.prefix)
         self._next_check = 0.0
         self._next_health = time.monotonic() + _HEALTH_EVERY
 
     def _beat(self) -> None:
-        """The controller's heartbeat: the agents stop this run's workers within CONTROLLER_TTL if it stops."""
+        """The controller's heartbeat: the hosts stop this run's workers within CONTROLLER_TTL if it stops."""
         client = connections.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
         try:
             while not self._beating.wait(proto.HEARTBEAT):
                 with contextlib.suppress(redis_lib.RedisError):
-                    client.set(self.agent_keys.controller, 1, ex=proto.CONTROLLER_TTL)
+                    client.set(self.host_keys.controller, 1, ex=proto.CONTROLLER_TTL)
         finally:
             client.close()
 
@@ -271,10 +271,10 @@ class AgentStack(Stack):
                 raise PartDied(f"the provider at {self.provider.url} stopped answering /health")
 
     def stop_services(self) -> None:
-        """Withdraw the request and wait until every agent has stopped the run's workers."""
+        """Withdraw the request and wait until every host has stopped the run's workers."""
         with contextlib.suppress(redis_lib.RedisError):
             self.redis.srem(proto.RUNS, self.keys.prefix)
-            self.redis.delete(self.agent_keys.request)
+            self.redis.delete(self.host_keys.request)
             deadline = time.monotonic() + _STOP_TIMEOUT
             while not self.pool.stopped() and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -1,10 +1,10 @@
-"""The agent on its own (one host, loopback): it serves a run that names it, refuses
+"""The host on its own (one host, loopback): it serves a run that names it, refuses
 to kill a pid that is not a work-horse of its workers, stops the run's workers
 when the run's controller stops beating, and leaves nothing when it stops.
-What --agents cannot do is refused before anything starts.
+What --hosts cannot do is refused before anything starts.
 
-The run here is played by the test through labcore.agents, the protocol the
-lab speaks (the lab itself on agents is tests/e2e/test_hosts.py).
+The run here is played by the test through labcore.hosts, the protocol the
+lab speaks (the lab itself on hosts is tests/e2e/test_hosts.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import psutil
 import pytest
 import redis
 
-from labcore import agents as proto
-from labcore.agents import AgentState, Order, OrderKind, Reply, Request, RunAgentKeys
+from labcore import hosts as proto
+from labcore.hosts import HostState, Order, OrderKind, OrderReply, RunHostKeys, RunRequest
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from labcore.procs import free_port
 from tests.helpers import TESTBED
@@ -68,25 +68,25 @@ def _pings(client: redis.Redis) -> bool:
         return False
 
 
-# An agent that may not change its host's routing: without CAP_NET_ADMIN (as root, dropped from its bounding set).
+# A host that may not change its host's routing: without CAP_NET_ADMIN (as root, dropped from its bounding set).
 NO_NET_ADMIN = ["setpriv", "--bounding-set", "-net_admin", "--"] if os.geteuid() == 0 else []
 
 
 @pytest.fixture
-def agent(request, shared_redis, tmp_path):
+def host(request, shared_redis, tmp_path):
     url, client = shared_redis
-    env = {**os.environ, "REDIS_URL": url, "TESTBED_AGENT_NAME": "solo", "TESTBED_PROVIDER_TOKEN": "t" * 32}
-    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 (closed below)
+    env = {**os.environ, "REDIS_URL": url, "TESTBED_HOST_NAME": "solo", "TESTBED_PROVIDER_TOKEN": "t" * 32}
+    log = open(tmp_path / "host.log", "wb")  # noqa: SIM115 (closed below)
     wrap = NO_NET_ADMIN if getattr(request, "param", "") == "no-net-admin" else []
     proc = subprocess.Popen(
-        [*wrap, *TESTBED, "agent", "--workers", "2"],
+        [*wrap, *TESTBED, "host", "--workers", "2"],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
-        _wait(lambda: client.exists(proto.live_key("solo")), 20, "agent registered")
+        _wait(lambda: client.exists(proto.live_key("solo")), 20, "host registered")
         yield proc, client
     finally:
         if proc.poll() is None:
@@ -95,31 +95,31 @@ def agent(request, shared_redis, tmp_path):
         log.close()
 
 
-def _ask(client: redis.Redis, ttl: int = proto.CONTROLLER_TTL) -> RunAgentKeys:
-    """What the lab does to ask the agents for workers."""
+def _ask(client: redis.Redis, ttl: int = proto.CONTROLLER_TTL) -> RunHostKeys:
+    """What the lab does to ask the hosts for workers."""
     prefix = run_prefix(new_run_id())
-    keys = RunAgentKeys(prefix)
-    request = Request(prefix, rq_prefix(prefix), "ops", "http://127.0.0.1:9", ["solo"], 20, 5, 5)
+    keys = RunHostKeys(prefix)
+    request = RunRequest(prefix, rq_prefix(prefix), "ops", "http://127.0.0.1:9", ["solo"], 20, 5, 5)
     client.set(keys.controller, 1, ex=ttl)
     client.set(keys.request, proto.encode(request))
     client.sadd(proto.RUNS, prefix)
     return keys
 
 
-def _state(client: redis.Redis, keys: RunAgentKeys) -> AgentState | None:
+def _state(client: redis.Redis, keys: RunHostKeys) -> HostState | None:
     raw = client.get(keys.state("solo"))
-    return None if raw is None else proto.decode(AgentState, raw)
+    return None if raw is None else proto.decode(HostState, raw)
 
 
-def _order(client: redis.Redis, keys: RunAgentKeys, order: Order) -> Reply:
+def _order(client: redis.Redis, keys: RunHostKeys, order: Order) -> OrderReply:
     client.rpush(keys.orders("solo"), proto.encode(order))
     popped = client.blpop([keys.reply(order.id)], timeout=15)
-    assert popped is not None, "the agent did not answer"
-    return proto.decode(Reply, popped[1])
+    assert popped is not None, "the host did not answer"
+    return proto.decode(OrderReply, popped[1])
 
 
-def test_agent_refuses_pids_that_are_not_work_horses_of_its_workers(agent):
-    _proc, client = agent
+def test_host_daemon_refuses_pids_that_are_not_work_horses_of_its_workers(host):
+    _proc, client = host
     keys = _ask(client)
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
     name, worker_pid = next(iter(state.workers.items()))
@@ -135,21 +135,21 @@ def test_agent_refuses_pids_that_are_not_work_horses_of_its_workers(agent):
     command = " ".join(worker.cmdline())
     assert worker.environ()["RQ_REDIS_URL"].split("@")[0].split(":")[-1] not in command
     assert "t" * 32 not in command
-    # The run ends: the agent stops its workers and says so.
+    # The run ends: the host stops its workers and says so.
     client.srem(proto.RUNS, keys.prefix)
     client.delete(keys.request)
     _wait(lambda: (s := _state(client, keys)) and s.stopped, what="workers stopped")
     assert not psutil.pid_exists(worker_pid) or psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE
 
 
-@pytest.mark.parametrize("agent", ["as-started", "no-net-admin"], indirect=True)
-def test_an_agent_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(agent, request):
+@pytest.mark.parametrize("host", ["as-started", "no-net-admin"], indirect=True)
+def test_a_host_daemon_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(host, request):
     """Its registration says whether it may change its host's routing (as root it
     may, unless CAP_NET_ADMIN was taken away); a provider on its own host (here:
     loopback) is refused all the same. Nothing is cut either way."""
-    _proc, client = agent
+    _proc, client = host
     registered = proto.decode(proto.Registration, client.get(proto.live_key("solo")))
-    may = os.geteuid() == 0 and request.node.callspec.params["agent"] == "as-started"
+    may = os.geteuid() == 0 and request.node.callspec.params["host"] == "as-started"
     assert (registered.no_partition == "") == may
     keys = _ask(client)
     _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2, what="workers started")
@@ -165,8 +165,8 @@ def test_an_agent_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(ag
     client.delete(keys.request)
 
 
-def test_workers_stop_when_the_runs_controller_stops_beating(agent):
-    _proc, client = agent
+def test_workers_stop_when_the_runs_controller_stops_beating(host):
+    _proc, client = host
     keys = _ask(client, ttl=2)  # nobody refreshes it: the controller "died"
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
     pids = list(state.workers.values())
@@ -175,8 +175,8 @@ def test_workers_stop_when_the_runs_controller_stops_beating(agent):
     client.srem(proto.RUNS, keys.prefix)
 
 
-def test_a_stopped_agent_leaves_nothing(agent):
-    proc, client = agent
+def test_a_stopped_host_daemon_leaves_nothing(host):
+    proc, client = host
     keys = _ask(client)
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
     family = psutil.Process(proc.pid).children(recursive=True)
@@ -192,11 +192,11 @@ def test_a_stopped_agent_leaves_nothing(agent):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["chaos", "--agents", "-f", "provider-crash"], "provider-crash needs a provider this run starts"),
-        (["chaos", "--agents"], "--agents needs --provider-url"),
-        (["chaos", "--provider-url", "http://127.0.0.1:9"], "--provider-url needs --agents"),
-        (["agent", "--workers", "2"], "testbed agent needs --redis-url"),
-        (["chaos", "-f", "partition"], "partition cuts a worker's host off from the provider: it needs the agents'"),
+        (["chaos", "--hosts", "-f", "provider-crash"], "provider-crash needs a provider this run starts"),
+        (["chaos", "--hosts"], "--hosts needs --provider-url"),
+        (["chaos", "--provider-url", "http://127.0.0.1:9"], "--provider-url needs --hosts"),
+        (["host", "--workers", "2"], "testbed host needs --redis-url"),
+        (["chaos", "-f", "partition"], "partition cuts a worker's host off from the provider: it needs the worker hosts"),
         (["redis", "--port", "6390"], "TESTBED_REDIS_PASSWORD must hold a password"),
     ],
 )
@@ -210,8 +210,8 @@ def test_what_cannot_run_is_refused_up_front(args, says, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("testbed: error: ") and says in lines[0], done.stderr
 
 
-def _run_on_agents(url: str, tmp_path, extra: list[str]) -> subprocess.CompletedProcess[str]:
-    """A run with --agents against a provider of its own, once that provider answers."""
+def _run_on_hosts(url: str, tmp_path, extra: list[str]) -> subprocess.CompletedProcess[str]:
+    """A run with --hosts against a provider of its own, once that provider answers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TESTBED_", "REDIS_URL"))}
     provider_port = free_port()
     provider = subprocess.Popen(
@@ -221,7 +221,7 @@ def _run_on_agents(url: str, tmp_path, extra: list[str]) -> subprocess.Completed
         stderr=subprocess.DEVNULL,
     )
     try:
-        args = ["chaos", "--agents", "--no-store", "--provider-url", f"http://127.0.0.1:{provider_port}", *extra]
+        args = ["chaos", "--hosts", "--no-store", "--provider-url", f"http://127.0.0.1:{provider_port}", *extra]
         env |= {"REDIS_URL": url, "TESTBED_PROVIDER_TOKEN": "t" * 32}
         done = None
         for _ in range(50):  # until the provider answers
@@ -236,17 +236,17 @@ def _run_on_agents(url: str, tmp_path, extra: list[str]) -> subprocess.Completed
         provider.wait(10)
 
 
-def test_no_agent_registered_is_a_setup_error(shared_redis, tmp_path):
-    done = _run_on_agents(shared_redis[0], tmp_path, [])
+def test_no_host_registered_is_a_setup_error(shared_redis, tmp_path):
+    done = _run_on_hosts(shared_redis[0], tmp_path, [])
     assert done.returncode == 2
-    assert "no agent is registered with Redis" in done.stderr and ":***@" in done.stderr, done.stderr
+    assert "no host is registered with Redis" in done.stderr and ":***@" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("agent", ["no-net-admin"], indirect=True)
-def test_a_partition_run_is_refused_when_an_agent_may_not_cut(shared_redis, agent, tmp_path):
-    _proc, client = agent
-    done = _run_on_agents(shared_redis[0], tmp_path, ["-f", "partition"])
+@pytest.mark.parametrize("host", ["no-net-admin"], indirect=True)
+def test_a_partition_run_is_refused_when_a_host_may_not_cut(shared_redis, host, tmp_path):
+    _proc, client = host
+    done = _run_on_hosts(shared_redis[0], tmp_path, ["-f", "partition"])
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "partition: agent solo cannot cut its host off the provider" in lines[0], done.stderr
+    assert len(lines) == 1 and "partition: host solo cannot cut its machine off the provider" in lines[0], done.stderr
     assert not client.smembers(proto.RUNS)  # refused before the run asked for any worker

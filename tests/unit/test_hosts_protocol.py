@@ -1,22 +1,22 @@
-"""The agents' protocol messages, and the provider's choice of bus per run."""
+"""The hosts' protocol messages, and the provider's choice of bus per run."""
 
 import pytest
 
-from labcore import agents as proto
-from labcore.agents import AgentState, Order, OrderKind, Reply, Request
+from labcore import hosts as proto
 from labcore.boundaries import Boundary
 from labcore.events import Hit
 from labcore.faults import Fault
+from labcore.hosts import HostState, Order, OrderKind, OrderReply, RunRequest
 from labcore.keys import new_run_id, run_prefix
 from provider.buses import RunBuses
 
 
 def test_messages_round_trip():
     for message in (
-        Request("testbed:x", "testbed:x:rq", "ops", "http://p:8080", ["a1", "a2"], 20, 5, 5),
-        AgentState({"a1.w1": 10}, ["a1.w2: died"], False),
+        RunRequest("testbed:x", "testbed:x:rq", "ops", "http://p:8080", ["a1", "a2"], 20, 5, 5),
+        HostState({"a1.w1": 10}, ["a1.w2: died"], False),
         Order(proto.new_order_id(), OrderKind.KILL, "a1.w1", 1234, True),
-        Reply("o1", True, victims=[10, 11], at=1.5, confirmed_ms=2.0),
+        OrderReply("o1", True, victims=[10, 11], at=1.5, confirmed_ms=2.0),
     ):
         assert proto.decode(type(message), proto.encode(message)) == message
 
@@ -27,8 +27,8 @@ def test_a_message_that_is_not_one_is_refused(raw):
         proto.decode(Order, raw)
 
 
-def test_live_keys_name_their_agent():
-    assert proto.agent_of_live_key(proto.live_key("host-12")) == "host-12"
+def test_live_keys_name_their_host():
+    assert proto.host_of_live_key(proto.live_key("host-12")) == "host-12"
 
 
 def _hit(bus: str) -> Hit:
@@ -40,7 +40,7 @@ def test_a_provider_for_many_runs_reports_to_the_run_its_hit_names_and_nowhere_e
     prefix = run_prefix(new_run_id())
     bus = buses.of(_hit(prefix))
     assert bus is not None and bus.keys.prefix == prefix and buses.of(_hit(prefix)) is bus
-    for elsewhere in ("", "testbed", "rq:queue", "testbed:agents", f"{prefix}:x", "other:20250101-000000-abcdef"):
+    for elsewhere in ("", "testbed", "rq:queue", "testbed:hosts", f"{prefix}:x", "other:20250101-000000-abcdef"):
         assert buses.of(_hit(elsewhere)) is None
 
 

@@ -1,5 +1,5 @@
 """A worker host cut off from the provider, and healed: the `partition` fault,
-carried out by the host's agent in the host's own network namespace.
+carried out by the host daemon in the host's own network namespace.
 
 Two policy-routing rules drop the TCP traffic between this host and the
 provider's address and port, both ways: a `blackhole` rule for what goes out
@@ -8,7 +8,7 @@ comes in (the provider's answer never reaches the socket). Rules for incoming
 packets are looked up after the `local` table's rule, which accepts anything
 addressed to this host before any other rule is read; so while the cut lasts
 the `local` rule moves behind the two, and healing puts it back in front
-first. Only the provider's port on its address is cut: the agent's Redis link
+first. Only the provider's port on its address is cut: the host's Redis link
 and everything else on the host carry on.
 
 It needs CAP_NET_ADMIN in the host's network namespace and iproute2's `ip`.
@@ -58,7 +58,7 @@ def cut_commands(peer: Peer) -> list[list[str]]:
 
 def heal_commands(family: str, rules: list[dict]) -> list[list[str]]:
     """What puts a family's rules back as they were before any cut (of this
-    agent, or of one that died cutting): `local` in front first, then the
+    host, or of one that died cutting): `local` in front first, then the
     moved copy and the cut rules go. `rules` is `ip -j rule show`."""
 
     def has(priority: int, **fields: object) -> bool:
@@ -116,8 +116,8 @@ def can_cut() -> str | None:
     if shutil.which("ip") is None:
         return "iproute2's `ip` is not installed"
     try:
-        heal()  # whatever a dead agent left, first
-        # At a pref of its own: agents starting together on one host must not collide.
+        heal()  # whatever a dead host left, first
+        # At a pref of its own: host daemons starting together on one machine must not collide.
         pref = str(secrets.randbelow(10_000) + 20_000)
         _ip(["ip", "-4", "rule", "add", "pref", pref, "lookup", "local"])
         _ip(["ip", "-4", "rule", "del", "pref", pref, "lookup", "local"])

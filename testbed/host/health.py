@@ -1,4 +1,4 @@
-"""`python -m testbed.agent.health`: exit 0 when an agent of this host is registered
+"""`python -m testbed.host.health`: exit 0 when a host daemon of this machine is registered
 and beating (a container's health check; compose.yaml's lab waits for it)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import redis
 
-from labcore import agents as proto
 from labcore import connections
+from labcore import hosts as proto
 
 
 def main() -> int:
@@ -18,7 +18,7 @@ def main() -> int:
     try:
         for key in client.scan_iter(match=proto.LIVE_PATTERN, count=100):
             raw = client.get(key)
-            if raw is not None and proto.decode(proto.Registration, raw).host == socket.gethostname():
+            if raw is not None and proto.decode(proto.Registration, raw).hostname == socket.gethostname():
                 return 0
     except (redis.RedisError, ValueError):
         pass

@@ -1,1 +1,0 @@
-"""The per-host agent: workers for runs on other hosts (see agent.py)."""

@@ -1,0 +1,1 @@
+"""The host daemon: workers for runs on other hosts (see daemon.py)."""
