@@ -132,34 +132,21 @@ class Lab:
         """Each handler (and built-in strategy) at each boundary, fault and scenario: the
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
         the handlers' work-horses (the workers are already running)."""
-        from labcore.boundaries import parse_boundary
-        from labcore.faults import parse_fault
-        from labcore.plan import EveryNth
-        from testbed.errors import UsageError
-        from testbed.experiment.selection import parse_all, select_cells, with_handlers
+        from testbed.errors import RunFailure, UsageError
         from testbed.judge.promises import parse_promise
-        from testbed.lab import userjobs
-        from testbed.lab.runner import CellRunner, RunOptions
+        from testbed.lab import session, userjobs
+        from testbed.lab.options import RunOptions, every_nth, matrix_cells
         from testbed.report.tables import progress_line, run_caption
-        from workers.strategies import parse_strategy
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
-        names = parse_all(list(strategies), lambda s: parse_strategy(s).name)
-        cells = select_cells(
-            "article",
-            names,
-            parse_all(list(boundaries), parse_boundary),
-            parse_all(list(faults), parse_fault),
-            list(scenarios),
-        )
-        cells = with_handlers(cells, handlers, keep_strategies=names is not None)
+        cells = matrix_cells("article", list(strategies), list(boundaries), list(faults), list(scenarios), handlers)
         if not cells:
             raise UsageError("lab.run needs a handler or a strategy")
         parse_promise(promise)
         self._runs += 1
         options = RunOptions(
             cells=cells,
-            plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+            plan=every_nth(every),
             ops=ops,
             retries=retries,
             client_timeout=client_timeout,
@@ -174,14 +161,17 @@ class Lab:
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 
-        rows = CellRunner(self.stack, options, judged).run(options.cells)
-        return Rows(rows, run_caption(ops, every, retries))
+        ran = session.run_cells(self.stack, options, judged)
+        if ran.failure is not None:
+            raise RunFailure(ran.failure)
+        return Rows(ran.rows, run_caption(ops, every, retries))
 
 
 @pytest.fixture(scope="session")
 def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
     """The lab's stack, started once for the session."""
-    from testbed.infra.stack import Stack, StackOptions
+    from testbed.infra.stack import StackOptions
+    from testbed.lab import session
     from workers.target import USER_JOBS_ENV, jobs_env
 
     run_id = _claim_rq_prefix()
@@ -189,9 +179,5 @@ def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
     # handlers are not known yet: each work-horse imports its handler and what it needs).
     os.environ[USER_JOBS_ENV] = jobs_env([])
     workers = pytestconfig.getoption("testbed_workers", default=4)
-    with Stack(run_id, StackOptions(workers=workers)) as stack:
-        from testbed.lab import runner
-
-        runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
-        stack.wait_ready()
+    with session.started_stack(run_id, StackOptions(workers=workers)) as stack:
         yield Lab(stack)

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from typer import Option
 
 from labcore.boundaries import ORDER, parse_boundary
-from labcore.faults import Fault, parse_fault
-from labcore.plan import EveryNth, Random
+from labcore.faults import Fault
+from labcore.plan import Random
 from labcore.procs import port_in_use
 from testbed.cli import checks, hosts
 from testbed.cli.base import app, examples
@@ -38,7 +38,6 @@ from testbed.cli.options import (
 )
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
-from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import (
     at_least,
     parse_all,
@@ -50,7 +49,9 @@ from testbed.experiment.selection import (
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
+from testbed.lab.options import RunOptions, every_nth, matrix_cells
 from testbed.lab.store import REPORT, RESULTS, RunStore, read_history
+from testbed.nemesis.recovery import Recovery
 from workers.strategies import STRATEGIES, parse_strategy
 
 MAX_OPS = 10_000_000
@@ -133,10 +134,9 @@ def _run(
     yes: bool,
     **fields: Any,
 ) -> Any:
-    """A session with `RunOptions(...)`: the runner (and with it rq) is
-    imported only once the run's key prefix is set. If a part of the stack
-    failed, the cells judged before are written, marked incomplete, and the
-    failure ends the command (exit 3)."""
+    """One run: the stack, the cells with `RunOptions(...)`, the results. If a part of
+    the stack failed, the cells judged before are written, marked incomplete, and
+    the failure ends the command (exit 3)."""
     from testbed.lab import session
     from testbed.report import tables as report
     from testbed.report.live import Live
@@ -146,13 +146,7 @@ def _run(
     timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
     if (note := estimate.confirm(yes)) is not None:
         print(f"testbed: {note}", file=sys.stderr)
-
-    def options() -> Any:
-        from testbed.lab.runner import RunOptions
-        from testbed.nemesis.recovery import Recovery
-
-        return RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
-
+    options = RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
     store = None if out.store.no_store else RunStore(out.store.store)
     with Live() as live:
         ran = session.execute(stack, options, live.judged, live.tick, store)
@@ -255,17 +249,8 @@ def chaos(
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell
     (a strategy's against the model; your own job's, with --handler, against its promise)."""
-    names = parse_all(strategy, lambda s: parse_strategy(s).name)
-    cells = select_cells(
-        matrix,
-        names,
-        parse_all(boundary, parse_boundary),
-        parse_all(fault, parse_fault),
-        parse_all(scenario, lambda s: parse_scenario(s).name),
-    )
     handlers = handler or []
-    if handlers:
-        cells = with_handlers(cells, handlers, keep_strategies=names is not None)
+    cells = matrix_cells(matrix, strategy, boundary, fault, scenario, handlers)
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--parallel", parallel, 1, 16)
@@ -291,7 +276,7 @@ def chaos(
         out,
         estimate,
         yes,
-        plan=lambda cell: EveryNth(every, cell.boundary, cell.fault),
+        plan=every_nth(every),
         retries=retries,
         seed=seed,
         client_timeout=client_timeout,
@@ -368,7 +353,6 @@ def replay(
             file=sys.stderr,
         )
     estimate = checks.Estimate.of(1, ops, 1 / every, retries, stack_args.workers, ops)
-    plan = lambda cell: EveryNth(every, cell.boundary, cell.fault)  # noqa: E731
     ran = _run(
         stack,
         mode,
@@ -378,7 +362,7 @@ def replay(
         out,
         estimate,
         yes,
-        plan=plan,
+        plan=every_nth(every),
         retries=retries,
         seed=seed,
         promise=promise,

@@ -140,15 +140,6 @@ class Stack:
             signal.signal(signal.SIGINT, previous)
 
 
-def open_stack(run_id: str, options: StackOptions) -> Stack:
-    """The stack the options ask for: one this run starts, or the hosts' (--hosts)."""
-    if options.remote is None:
-        return Stack(run_id, options)
-    from testbed.infra.hosts import HostStack
-
-    return HostStack(run_id, options)
-
-
 def connect(url: str) -> redis_lib.Redis:
     # Imported here: the command line imports the stack before it launches the run's
     # processes, and redis-py's import (70 ms) would hold back the provider's start.

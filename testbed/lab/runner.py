@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import httpx
 import redis as redis_lib
@@ -35,6 +35,7 @@ from testbed.judge.observe import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
+from testbed.lab.options import RunOptions
 from testbed.lab.series import Series
 from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
 from testbed.nemesis.controller import Controller
@@ -59,32 +60,6 @@ CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the st
 DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
 # How a part's death first shows in the run's own calls to Redis and the provider.
 FAILED_CALL = (redis_lib.RedisError, httpx.HTTPError, OSError)
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    cells: list[Cell]
-    plan: Callable[[Cell], plans.Plan]
-    ops: int = 100
-    retries: int = 1
-    seed: int = 0
-    client_timeout: float = 0.5
-    recovery: Recovery = Recovery.FORCED
-    cell_timeout: float = 120.0
-    parallel: int = 2  # cells in flight at once
-    # Jobs enqueued ahead of the workers at most (None: a cell's jobs all at once).
-    window: int | None = None
-    # Per-op event histories in the results (off for load: memory must not grow with the run).
-    history: bool = True
-    # Check each strategy's promises whatever the faults (load).
-    promises: bool = False
-    # cell -> fields the user expects instead of the model's values
-    overrides: dict[Cell, dict[str, int]] = field(default_factory=dict)
-    # Users' jobs: the promise they are judged against, their import path, their work-horses' environment.
-    promise: str = "exactly-once"
-    paths: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
 
 
 @dataclass(frozen=True, slots=True)

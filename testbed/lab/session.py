@@ -1,24 +1,29 @@
-"""One run of the lab, whatever command asked for it: the stack up, the cells
-run, the stack down, and the metadata results.json carries."""
+"""The one way the lab runs: a stack started and made ready (`started_stack`),
+cells run on it (`run_cells`), the stack stopped. A command makes one run on a
+stack of its own (`execute`, with the metadata results.json carries); the
+pytest plugin starts one stack for a test session and runs cells on it for
+each test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
-from testbed.infra.stack import StackOptions, open_stack
+from testbed.infra.stack import Stack, StackOptions
+from testbed.lab.options import RunOptions
 from testbed.lab.store import RunDir, RunStore
 
 if TYPE_CHECKING:
     from testbed.judge.scorecard import Row
-    from testbed.lab.runner import Progress, RunOptions
+    from testbed.lab.runner import Progress
 
 _VERSIONED = ("testbed", "rq", "redis", "psutil", "typer", "fastapi", "uvicorn", "httpx")
 
@@ -51,39 +56,25 @@ class Session:
 
 def execute(
     stack_options: StackOptions,
-    make_options: Callable[[], RunOptions],
+    options: RunOptions,
     judged: Callable[[int, int, Row], None],
     tick: Callable[[list[Progress]], None] | None = None,
     store: RunStore | None = None,
 ) -> Session:
-    """Start the stack, run the cells, stop everything. `make_options` is called
-    once rq may be imported (its key prefix is set per run, before the import).
+    """One run on a stack of its own: started, the cells run, everything stopped.
     With a store, the run's history, provider log and process logs are kept there."""
     run_id = new_run_id()
     os.environ["RQ_KEY_PREFIX"] = rq_prefix(run_prefix(run_id))
     started = time.time()
     run_dir = store.create(run_id) if store is not None else None
     try:
-        with open_stack(run_id, stack_options) as stack:
-            # rq is imported while the workers and the provider boot.
-            from testbed.lab import runner
-
-            runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
-            options = make_options()
-            stack.wait_ready()
-            cells = len(options.cells)
+        with started_stack(run_id, stack_options) as stack:
             print(
-                f"testbed run {run_id}: {cells} cell(s), {options.ops} ops each, {stack_options.workers} workers",
+                f"testbed run {run_id}: {len(options.cells)} cell(s), {options.ops} ops each,"
+                f" {stack.options.workers} workers",
                 file=sys.stderr,
             )
-            cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
-            failure = None
-            try:
-                rows = cells_runner.run(options.cells)
-            except RunFailure as exc:
-                failure = str(exc)
-                rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
-            not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
+            ran = run_cells(stack, options, judged, tick, run_dir)
             versions = _versions(stack.redis)
             if run_dir is not None:
                 run_dir.close()
@@ -98,7 +89,58 @@ def execute(
             run_dir.discard()
         raise Interrupted from None
     wall = time.time() - started
-    return Session(run_id, rows, started, wall, versions, failure, not_run if failure else [], run_dir)
+    return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir)
+
+
+@contextlib.contextmanager
+def started_stack(run_id: str, options: StackOptions) -> Iterator[Stack]:
+    """The stack the options ask for, started and ready; stopped, with all it started, on leaving.
+    The run's RQ key prefix must be in the environment already: rq reads it once, at import."""
+    with _open_stack(run_id, options) as stack:
+        # rq is imported while the workers and the provider boot.
+        from testbed.lab import runner
+
+        runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
+        stack.wait_ready()
+        yield stack
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """The cells judged; if a part of the stack failed, why, and the cells not run."""
+
+    rows: list[Row]
+    failure: str | None = None
+    not_run: list[str] = field(default_factory=list)
+
+
+def run_cells(
+    stack: Stack,
+    options: RunOptions,
+    judged: Callable[[int, int, Row], None],
+    tick: Callable[[list[Progress]], None] | None = None,
+    run_dir: RunDir | None = None,
+) -> Ran:
+    """The options' cells on a started stack. A failure of the stack ends the cells, and the
+    rows judged before it are kept. `judged(index, total, row)` hears of each cell as it is judged."""
+    from testbed.lab import runner
+
+    cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
+    try:
+        return Ran(cells_runner.run(options.cells))
+    except RunFailure as exc:
+        rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
+        not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
+        return Ran(rows, str(exc), not_run)
+
+
+def _open_stack(run_id: str, options: StackOptions) -> Stack:
+    """A stack this run starts, or the one of the worker hosts (--hosts)."""
+    if options.remote is None:
+        return Stack(run_id, options)
+    from testbed.infra.hosts import HostStack
+
+    return HostStack(run_id, options)
 
 
 def package_version(name: str) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import StrEnum
-
-from redis import Redis
+from typing import TYPE_CHECKING
 
 from testbed.errors import RunFailure
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 # A dead worker's name -> the jobs requeued.
 Recover = Callable[[str], list[str]]
