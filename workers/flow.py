@@ -18,7 +18,7 @@ from typing import Any
 from labcore.boundaries import Boundary
 from workers.strategies import (
     HELD,
-    Answer,
+    AfterSend,
     Marker,
     Next,
     Start,
@@ -125,13 +125,13 @@ def _reconcile(strategy: Strategy, max_waits: int) -> Generator[Step, Any, Resul
 
 def _send(strategy: Strategy, max_waits: int) -> Flow:
     reply, answer = yield from _until_settled(Send(), after_send, max_waits)
-    if answer is Answer.DONE:
+    if answer is AfterSend.DONE:
         return (yield from _record(strategy, Outcome.COMPLETED, reply.receipt))
-    if answer is Answer.CONFLICT:
+    if answer is AfterSend.CONFLICT:
         return (yield from _hold(strategy, State.CONFLICT, "same key, different payload (422)"))
-    if answer is Answer.FAILED:
+    if answer is AfterSend.FAILED:
         return (yield from _hold(strategy, State.FAILED, f"provider error {reply.status}"))
-    if answer is Answer.WAIT:
+    if answer is AfterSend.WAIT:
         return (yield from _hold(strategy, State.UNRESOLVED, STILL_IN_FLIGHT))
     raise ProviderUnavailable(f"provider answered {reply.status}")
 

@@ -145,7 +145,7 @@ def unresolved_reason(lookup: Lookup) -> str:
     }.get(lookup.seen, f"lookup saw {lookup.seen}")
 
 
-class Answer(StrEnum):
+class AfterSend(StrEnum):
     DONE = "done"
     WAIT = "wait"  # 409: the first request is still in flight; never success, never a resend
     CONFLICT = "conflict"  # 422: same key, different payload
@@ -153,13 +153,13 @@ class Answer(StrEnum):
     RETRY = "retry"  # transient (5xx): let the queue retry the job
 
 
-def after_send(reply: Reply) -> Answer:
+def after_send(reply: Reply) -> AfterSend:
     if 200 <= reply.status < 300:
-        return Answer.DONE
+        return AfterSend.DONE
     if reply.status == 409:
-        return Answer.WAIT
+        return AfterSend.WAIT
     if reply.status == 422:
-        return Answer.CONFLICT
+        return AfterSend.CONFLICT
     if 400 <= reply.status < 500:
-        return Answer.FAILED
-    return Answer.RETRY
+        return AfterSend.FAILED
+    return AfterSend.RETRY

@@ -1,6 +1,6 @@
 """The checker: from what the provider recorded about each op, and what the
 application concluded, to the counts of a scorecard row. Pure; the facts are
-gathered by `testbed.judge.observe` (real run) or `testbed.judge.model` (model).
+gathered by `testbed.judge.facts` (real run) or `testbed.judge.model` (model).
 
 Effects are counted per logical action (intent), so an op the planner
 re-created under a new identity still counts as a duplicate.

@@ -31,7 +31,7 @@ from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import Stack
 from testbed.judge.checker import OpFacts
-from testbed.judge.observe import op_facts, record_of
+from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs

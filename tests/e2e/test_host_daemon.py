@@ -196,7 +196,10 @@ def test_a_stopped_host_daemon_leaves_nothing(host):
         (["chaos", "--hosts"], "--hosts needs --provider-url"),
         (["chaos", "--provider-url", "http://127.0.0.1:9"], "--provider-url needs --hosts"),
         (["host", "--workers", "2"], "testbed host needs --redis-url"),
-        (["chaos", "-f", "partition"], "partition cuts a worker's host off from the provider: it needs the worker hosts"),
+        (
+            ["chaos", "-f", "partition"],
+            "partition cuts a worker's host off from the provider: it needs the worker hosts",
+        ),
         (["redis", "--port", "6390"], "TESTBED_REDIS_PASSWORD must hold a password"),
     ],
 )

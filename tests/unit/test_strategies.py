@@ -4,7 +4,7 @@ import pytest
 
 from workers.strategies import (
     STRATEGIES,
-    Answer,
+    AfterSend,
     Lookup,
     Marker,
     Next,
@@ -70,13 +70,13 @@ def test_careful_reader_rejects_a_found_effect_with_another_payload():
 @pytest.mark.parametrize(
     ("status", "answer"),
     [
-        (201, Answer.DONE),
-        (200, Answer.DONE),
-        (409, Answer.WAIT),
-        (422, Answer.CONFLICT),
-        (402, Answer.FAILED),
-        (503, Answer.RETRY),
-        (500, Answer.RETRY),
+        (201, AfterSend.DONE),
+        (200, AfterSend.DONE),
+        (409, AfterSend.WAIT),
+        (422, AfterSend.CONFLICT),
+        (402, AfterSend.FAILED),
+        (503, AfterSend.RETRY),
+        (500, AfterSend.RETRY),
     ],
 )
 def test_send_answers(status, answer):
