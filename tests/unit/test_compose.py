@@ -30,18 +30,33 @@ def test_schema_would_catch_a_broken_file():
     assert len(list(jsonschema.Draft7Validator(schema).iter_errors(broken))) >= 2
 
 
-def _compose_cli() -> list[str] | None:
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    return ["docker-compose"] if shutil.which("docker-compose") else None
+def _compose() -> tuple[list[str] | None, str]:
+    """Compose v2 (the docker plugin, or a v2 docker-compose), or why the check is skipped:
+    compose.yaml has a top-level `name:`, which the deprecated Compose v1 rejects."""
+    found = []
+    for cli in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cli[0]) is None:
+            continue
+        done = subprocess.run([*cli, "version", "--short"], capture_output=True, text=True)
+        version = done.stdout.strip().removeprefix("v")
+        if done.returncode != 0 or not version:
+            continue
+        if int(version.split(".")[0]) >= 2:
+            return cli, ""
+        found.append(f"{' '.join(cli)} {version}")
+    if found:
+        return None, f"{found[0]} is Compose v1; compose.yaml needs Compose v2 (its top-level name:)"
+    return None, "no docker compose here; the schema check above stands in"
 
 
-@pytest.mark.skipif(_compose_cli() is None, reason="no docker compose here; the schema check above stands in")
+COMPOSE_CLI, NO_COMPOSE = _compose()
+
+
+@pytest.mark.skipif(COMPOSE_CLI is None, reason=NO_COMPOSE)
 def test_docker_compose_config_accepts_it(monkeypatch):
     monkeypatch.setenv("TESTBED_REDIS_PASSWORD", "x" * 24)
     monkeypatch.setenv("TESTBED_PROVIDER_TOKEN", "y" * 32)
-    cli = _compose_cli() or []
-    done = subprocess.run([*cli, "-f", str(compose.COMPOSE), "config", "-q"], capture_output=True)
+    done = subprocess.run([*(COMPOSE_CLI or []), "-f", str(compose.COMPOSE), "config", "-q"], capture_output=True)
     assert done.returncode == 0, done.stderr
 
 
