@@ -20,7 +20,7 @@ from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
-from testbed.infra.redis_server import MAX_SOCKET_PATH
+from testbed.infra.redis_server import socket_fits
 
 if TYPE_CHECKING:
     import httpx
@@ -52,7 +52,7 @@ class ProviderProcess:
         # TCP connect per job); the admin, users' jobs and anyone else use TCP.
         self.job_url = self.url
         uds = workdir / "provider.sock"
-        if len(str(uds)) < MAX_SOCKET_PATH:
+        if socket_fits(uds):
             self._argv += ["--uds", str(uds)]
             self.job_url = unix_url(uds)
         self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}

