@@ -27,10 +27,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import callgrind
-from throughput import compile_project, programs
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+import callgrind
+from sides import ROOT, compile_project, programs
+
 # Each side's worker, by its command line; the work-horses it forks have it too.
 WORKER = {"raw RQ": "rq.cli worker", "testbed": "workers.zygote"}
 # The first work-horses of a worker make its first connections: left out.
@@ -47,7 +49,7 @@ def horses(side: str, argv: list[str], env: dict[str, str], out: Path) -> list[i
         "--trace-children-skip=*redis-server*,/usr/bin/*",
         "--trace-children-skip-by-arg=provider",
     )
-    done = subprocess.run([*grind, *argv], env=env, cwd=HERE.parent, capture_output=True, text=True)
+    done = subprocess.run([*grind, *argv], env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{side} failed under valgrind: {done.stderr.strip().splitlines()[-1:]}")
     files = sorted(out.glob("callgrind.*"), key=lambda p: int(p.suffix[1:]))
@@ -84,5 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

@@ -29,9 +29,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from throughput import cpu_used  # this folder's, on the path of a script run from it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+from sides import cpu_used
+
 PAGE_KB = os.sysconf("SC_PAGESIZE") // 1024
 
 
@@ -110,5 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()
