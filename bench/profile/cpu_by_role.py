@@ -1,6 +1,6 @@
 """Where the machine's CPU goes, by process role, raw RQ against the lab: sampled by the kernel (perf).
 
-    python bench/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
+    python bench/profile/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
 
 Each side runs as its own program, as the other benchmarks run them (raw RQ
 draining no-op jobs, `bench/support/raw_rq.py`; `testbed load --kill-rate 0`, or with

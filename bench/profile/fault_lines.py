@@ -1,6 +1,6 @@
 """Where a work-horse's page faults come from, by file and line: raw RQ against `testbed load`.
 
-    python bench/fault_lines.py [--ops 300] [--workers 2] [--top 12]
+    python bench/profile/fault_lines.py [--ops 300] [--workers 2] [--top 12]
 
 A freshly forked work-horse pays a copy-on-write page fault for every page of
 its worker's that it writes to first (a few µs of CPU each: `job_profile.py`

@@ -1,6 +1,6 @@
 """Which of the interpreter's functions take the work-horses' page faults, raw RQ against the lab.
 
-    python bench/fault_sites.py [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
+    python bench/profile/fault_sites.py [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
 
 Each side runs as its own program, as `cpu_by_role.py` runs them, under
 `perf record -a -e exceptions:page_fault_user`: every page fault a process

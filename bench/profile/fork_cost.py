@@ -1,6 +1,6 @@
 """What each page a worker holds resident costs every job, and how many more the lab's worker holds than raw RQ's.
 
-    python bench/fork_cost.py [--forks 300] [--rounds 6] [--extra-mb 16]
+    python bench/profile/fork_cost.py [--forks 300] [--rounds 6] [--extra-mb 16]
 
 RQ forks a work-horse for every job: the kernel copies the worker's page
 tables at the fork, every resident page of its memory, and tears the

@@ -1,18 +1,18 @@
 """Instructions per work-horse, raw RQ's and the lab's, counted by callgrind: what a job costs in user space.
 
-    python bench/horse_instructions.py [--ops 30]
+    python bench/profile/horse_instructions.py [--ops 30]
 
 Each side runs as `bench/throughput.py` runs it (raw RQ draining no-op jobs,
 `testbed load --kill-rate 0`), on one worker, under `valgrind
 --tool=callgrind --trace-children=yes`: every Python process of the program
 is counted (Redis, the provider and the helpers they run are not: the
-provider's own count is `bench/provider_instructions.py`'s), each from its
+provider's own count is `bench/profile/provider_instructions.py`'s), each from its
 fork when it was forked (`--zero-before=PyOS_AfterFork_Child`). A
 work-horse's count is then its own, from the fork to its exit: RQ's
 bookkeeping, the job, and for the lab its handler. CPU time on a shared VM
 drifts by more than the lab's cost from one run to the next; a count does
 not. Instructions are not time: the kernel's share (the fork, the
-copy-on-write faults, the exit) is not in them (`bench/job_profile.py`
+copy-on-write faults, the exit) is not in them (`bench/profile/job_profile.py`
 measures it), and a cache miss costs more than an instruction. Needs
 valgrind (slow: a minute or two).
 """

@@ -1,7 +1,7 @@
 """Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
 
-    python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
-    python bench/job_profile.py --chaos [--runs 2] [--floor]
+    python bench/profile/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
+    python bench/profile/job_profile.py --chaos [--runs 2] [--floor]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
 (the lab's worker class, RQ's forking Worker, recording each work-horse): raw

@@ -1,6 +1,6 @@
 """The provider's CPU per send from freshly forked clients: on a fresh connection each, or on their worker's.
 
-    python bench/provider_cost.py [--sends 1500] [--runs 3] [--inherited] [--paced MS]
+    python bench/profile/provider_cost.py [--sends 1500] [--runs 3] [--inherited] [--paced MS]
 
 The provider is the run's own (`python -m provider` on the run's unix socket,
 its token, its bus on a private Redis), and every send is a new op with an

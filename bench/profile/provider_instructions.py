@@ -1,9 +1,9 @@
 """The provider's instructions per send, counted by callgrind: its own work, whatever else the machine does.
 
-    python bench/provider_instructions.py [--sends 300]
+    python bench/profile/provider_instructions.py [--sends 300]
 
 CPU time on a shared 2-core VM moves by half from one hour to the next
-(`bench/provider_cost.py`, the same tree run twice); the number of
+(`bench/profile/provider_cost.py`, the same tree run twice); the number of
 instructions a program executes does not. The provider (`python -m provider`
 on a unix socket, with a token, as a run starts it) runs twice under
 `valgrind --tool=callgrind`: once with its ledger's contract and WARM sends,
@@ -14,7 +14,7 @@ those few requests and its stop. A send's instructions are also given by
 where they ran: the interpreter, SQLite, libc, each extension module.
 Instructions are not time: a cache miss costs more than an instruction, and
 a run's provider finds its caches cold at every send
-(`bench/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
+(`bench/profile/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
