@@ -5,7 +5,7 @@
 Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4;
 the lab's worker class, as `throughput.py` says why)
 draining as many no-op jobs as the chaos run's jobs (1,280: 1,200 ops and 80
-retries), started fresh on a private Redis by `raw_rq.py`. Both are timed as
+retries), started fresh on a private Redis by `support/raw_rq.py`. Both are timed as
 whole programs, from starting the interpreter to its exit: imports, starting
 the stack, the jobs, stopping the stack (target: testbed within 1.1x of raw
 RQ). With the article's script (saved by
@@ -50,9 +50,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput import CHAOS_JOBS, CHAOS_WORKERS, compile_project, load_average
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+from sides import CHAOS_JOBS, CHAOS_WORKERS, SUPPORT, compile_project, load_average
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ def main() -> None:
         node_times: list[float] = []
         pairs: list[tuple[Timed, Timed]] = []  # each run's raw RQ and lab
         again: list[float] = []  # --control: raw RQ's second wall time, each run
-        raw = [sys.executable, str(HERE / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
+        raw = [sys.executable, str(SUPPORT / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
         chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
         for run in range(args.repeat):
             before = load_average()
@@ -168,5 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     main()

@@ -1,13 +1,12 @@
 """The lab's Redis clients: redis-py's own, naming themselves without reading the package's metadata.
 
 Every new connection tells the server who it is (CLIENT SETINFO), and redis-py
-(8.1 here) takes the version it announces from the installed package's
-metadata: `importlib.metadata` finds the distribution and parses its METADATA
-file again for each connection. The first in a process also imports the
-`email` package's parser for it: 38 ms of CPU in the command line, which made
-its first connection while the run's provider and workers booted beside it on
-two cores; in a freshly forked work-horse, 3 ms and 440 page faults.
-redis-py's `__version__` says the same at no cost.
+takes the version it announces from the installed package's metadata:
+`importlib.metadata` finds the distribution and parses its METADATA file again
+for each connection, and the first in a process also imports the `email`
+package's parser for it. The command line makes its first connection while the
+run's provider and workers boot beside it, and every work-horse makes one in a
+freshly forked process. redis-py's `__version__` says the same at no cost.
 
 Imported only where a client is made: redis-py's own import waits until then
 (testbed.infra.stack).

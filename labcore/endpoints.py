@@ -22,8 +22,8 @@ def unix_path(url: str) -> str | None:
     if not url.startswith(_PREFIX):
         return None
     netloc = url[len(_PREFIX) :].partition("/")[0]
-    # Each work-horse asks once, in a fresh fork, where urllib's unquote costs about
-    # 0.15 ms of CPU and 30 page faults: a path whose only escapes are its slashes
-    # (every path the lab makes) is read with a replace instead.
+    # Each work-horse asks once, in a fresh fork, where urllib's unquote is costly
+    # (its first use builds its tables): a path whose only escapes are its
+    # slashes (every path the lab makes) is read with a replace instead.
     plain = netloc.replace("%2F", "/")
     return plain if "%" not in plain else unquote(netloc)

@@ -5,8 +5,8 @@ Apart from `labcore.procs` (starting and stopping the run's processes, with
 psutil) because the workers and their work-horses need only this: what a
 worker holds resident, it hands to every work-horse it forks, and the kernel
 copies the page tables of all of it at each fork and tears them down at each
-exit (0.25 to 0.33 µs a page on a 2-core VM, `bench/fork_cost.py`; psutil's
-import alone is 900 KB). For the same reason it is the exec wrapper of the
+exit (`bench/profile/fork_cost.py` measures what a page costs), and psutil's
+import is large. For the same reason it is the exec wrapper of the
 run's non-Python children (`labcore.procs.guarded`): an interpreter that
 only sets the death signal and execs, without importing psutil.
 """

@@ -11,8 +11,8 @@ from labcore.collector import uncollected
 
 def main() -> None:
     # Registered first, so run last of the exit's callbacks: the interpreter's teardown
-    # would otherwise collect every object the imports made, several times over (about
-    # 70 ms of every command on two cores); frozen, they are left to the process's exit.
+    # would otherwise collect every object the imports made, several times over, on every
+    # command; frozen, they are left to the process's exit.
     atexit.register(gc.freeze)
     try:
         with uncollected():  # typer, pydantic, rich: what they make lives as long as the command

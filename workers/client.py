@@ -2,9 +2,9 @@
 
 HTTP/1.1 written here and read by `httptools` (the C parser the provider's
 server uses too): a work-horse lives for one job, and on that path
-`http.client` costs about a millisecond of CPU more per request, most of it
-parsing the answer's head through the email package, in a process that
-touches that code for the first time. One keep-alive connection, opened on
+`http.client` costs markedly more CPU per request, most of it parsing the
+answer's head through the email package, in a process that touches that code
+for the first time. One keep-alive connection, opened on
 first use, or before the fork by the worker (`keep_open`) for a provider on
 a unix socket: then every work-horse of that worker sends on it, and one
 that gives up on it mid-request shuts it down for the worker too.

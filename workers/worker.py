@@ -4,20 +4,14 @@ and keeping its work-horses' connection to the run's provider open between jobs.
 A worker's pubsub thread (RQ's commands to it) blocks on its connection. At
 shutdown RQ unsubscribes first and trips the thread's flag after: when the
 unsubscribe's answer reaches the thread in between, the thread waits again,
-for up to 60 s, and RQ's join gives up on it after one second (rq/rq#1613).
-In the lab that second came at the end of about every other run. Tripping
-the flag first lets the answer end the thread. But then a message already on
-its way (the subscription's own confirmation, read late on a busy machine, or
-a command) ends the thread's loop too, and redis-py's thread closes the
-pubsub as its loop ends: that close could land in the middle of the worker's
-UNSUBSCRIBE on the same connection, a write on a closed socket (2 runs in 30
-of the test, with a load run beside it). And since redis-py 8.2 the thread's
-`stop()` also waits for the thread, which is blocked in its read until the
-UNSUBSCRIBE's answer, sent after it: every worker's shutdown waited out the
-read's 60 s. The thread is therefore the lab's own (`_Listener`): RQ's
-commands read as redis-py's thread reads them, a `stop()` that only trips
-its flag, and no close of the pubsub, which RQ closes after the join, as it
-always did.
+and RQ's join gives up on it only after a second (rq/rq#1613). Tripping the
+flag first lets the answer end the thread, but redis-py's own thread would
+then close the pubsub as its loop ends, possibly in the middle of the
+worker's UNSUBSCRIBE on the same connection, and its `stop()` waits for a
+thread that is blocked in its read until that UNSUBSCRIBE is answered. The
+thread is therefore the lab's own (`_Listener`): RQ's commands read as
+redis-py's thread reads them, a `stop()` that only trips its flag, and no
+close of the pubsub, which RQ closes after the join.
 
 Before it forks a work-horse for the lab's handler, the worker opens (or
 keeps) a connection to the provider's unix socket, and the work-horse sends
@@ -26,16 +20,15 @@ work-horse that did not exit cleanly may have left half a request or an
 unread answer on it: the worker drops it then.
 
 Every work-horse opens a Redis connection of its own (redis-py starts a fresh
-pool in a forked child), and redis-py (8.1 here) builds each connection's CLIENT
-SETINFO from the package's installed metadata, read and parsed again for
-every connection: 3 ms of CPU and 440 page faults in a freshly forked child
-on a 2-core VM, a sixth of what a work-horse of a no-op job costs. The
+pool in a forked child), and redis-py builds each connection's CLIENT SETINFO
+from the package's installed metadata, read and parsed again for every
+connection: a large part of what a work-horse of a no-op job costs. The
 worker's pool names redis-py and its version as the lab's other clients do
 (`labcore.connections`), and its work-horses' pools are copies of it.
 Nothing else differs from RQ's Worker: the jobs, their work-horses and RQ's
 bookkeeping are its own, and other jobs (raw RQ's, users') are forked as RQ
-forks them; the benchmarks' raw RQ runs on this class too, so its figures
-have this as well.
+forks them; the benchmarks' raw RQ runs on this class too, so that neither
+side of a comparison pays the shutdown stall.
 """
 
 from __future__ import annotations

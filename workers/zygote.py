@@ -4,10 +4,10 @@
                                 RQ_REDIS_URL, rq's own variable for `--url`, holds the password,
                                 and TESTBED_PROVIDER_TOKEN the provider's token, never a command line)
 
-A worker started as a fresh interpreter spends about a quarter of a second of
-CPU on its imports (rq, redis-py, the handler) before it takes its first job:
-at a run's start, four of them on two cores held back the first cell, and a
-worker the lab killed came back only as fast as a new interpreter starts.
+A worker started as a fresh interpreter spends a good deal of CPU on its
+imports (rq, redis-py, the handler) before it takes its first job: at a run's
+start, several of them at once hold back the first cell, and a worker the lab
+killed would come back only as fast as a new interpreter starts.
 Forked from here, a worker starts with all of it imported, and so does every
 work-horse it forks for a job, then runs RQ's own command line, `rq worker`
 (RQ's forking Worker, as `workers.worker` amends it).
@@ -141,8 +141,8 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         # (which no terminal's Ctrl-C reaches), as raw RQ's workers share the session that
         # started them. A session of its own is a scheduling group of its own where the kernel
         # groups sessions (autogroup, on by default in most distributions): with each worker
-        # and its work-horse a group, the scheduler shared the cores between the groups and
-        # left one idle for 2 to 3% of a run (raw RQ: 0.3%); in one session, 0.5 to 0.6%.
+        # and its work-horse a group, the scheduler shares the cores between the groups and
+        # leaves one idle for part of a run, where workers in one session keep both busy.
         os.setpgid(0, 0)
         log = os.open(request.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)

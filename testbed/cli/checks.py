@@ -16,9 +16,9 @@ CONFIRM_MEGABYTES = 2048
 # A run this long gets its estimate printed first.
 ANNOUNCE_SECONDS = 60
 
-# Measured on a 2-core machine (README, Benchmarks): a forking RQ worker finishes
-# about 20 jobs a second per core it has; a job and its op's intent take about
-# 1.5 KB in Redis while queued.
+# For the estimate, measured on a 2-core machine: a forking RQ worker finishes about
+# 20 jobs a second per core it has; a job and its op's intent take about 1.5 KB in
+# Redis while queued.
 _JOBS_PER_CORE_SECOND = 20.0
 _BYTES_PER_QUEUED_JOB = 1500
 

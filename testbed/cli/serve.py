@@ -38,7 +38,7 @@ def provider(
         Option("--token-file", metavar="PATH", help=f"File holding the bearer token (else ${TOKEN_ENV})."),
     ] = None,
 ) -> int:
-    """Run the provider on its own: an HTTP service with a durable effect log (see the README's API section)."""
+    """Run the provider on its own: an HTTP service with a durable effect log (its API: docs/reference/http-api.md)."""
     checks.finite("--port", port, 0, 65535)
     _check_db(db)
     sock = _bind(host, port)

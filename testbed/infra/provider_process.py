@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 def provider_client(url: str, token: str | None, timeout: float) -> httpx.Client:
     """A client of a provider at `url` with the run's token, the environment's proxies
     ignored. TLS is set up only for https: httpx's default context loads the CA
-    bundle (20 to 50 ms of CPU per client), wasted on the run's own plain-HTTP provider.
-    httpx is imported here, not with this module: a run launches its processes first
-    and imports httpx (about 50 ms) while they boot."""
+    bundle for every client, wasted on the run's own plain-HTTP provider. httpx is
+    imported here, not with this module: a run launches its processes first and
+    imports httpx while they boot."""
     import httpx
 
     return httpx.Client(
@@ -76,8 +76,8 @@ class ProviderProcess:
                         return
                 except httpx.TransportError:
                     pass
-                # The first cell waits for this answer: a refused connect costs 0.1 ms of CPU,
-                # and at 50 ms the poll itself had added 25 ms to every run's start.
+                # The first cell waits for this answer, and a refused connect is cheap:
+                # a short poll, so that the poll itself adds nothing to the run's start.
                 time.sleep(0.005)
         raise SetupError(f"provider did not answer on {self.url} within {timeout:.0f} s")
 

@@ -81,7 +81,7 @@ class PrivateRedis:
             settings = [f"requirepass {self._password}", 'save ""', "appendonly no", "daemonize no"]
             # A blocking pop's timeout ends on Redis's clock: at the default hz (10), in 100 ms
             # steps, so the run's loop, waiting on its bus, would see a cell's end that late.
-            # hz 100 costs an idle server about 0.1% of a core.
+            # hz 100 costs an idle server little.
             settings += ["hz 100"]
             settings += [f"dir {_quoted(str(self._dir))}", f"logfile {_quoted(str(self._dir / 'redis.log'))}"]
             if use_socket:

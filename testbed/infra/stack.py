@@ -142,7 +142,7 @@ class Stack:
 
 def connect(url: str) -> redis_lib.Redis:
     # Imported here: the command line imports the stack before it launches the run's
-    # processes, and redis-py's import (70 ms) would hold back the provider's start.
+    # processes, and redis-py's import would hold back the provider's start.
     import redis as redis_lib
 
     from labcore import connections

@@ -145,8 +145,8 @@ def _open_stack(run_id: str, options: StackOptions) -> Stack:
 
 def package_version(name: str) -> str:
     """The installed version of a distribution, or "unknown"."""
-    # Imported here: importlib.metadata (15 to 25 ms, with the email package) would come
-    # before a run's launch, and only a run's end and --version ask for a version.
+    # Imported here: importlib.metadata (with the email package) would come before a
+    # run's launch, and only a run's end and --version ask for a version.
     from importlib import metadata
 
     try:

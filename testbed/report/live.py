@@ -3,7 +3,7 @@ cell: jobs over of jobs, kills, rate, elapsed); otherwise a plain line every
 few seconds. Cells print their line as they are judged, above the display.
 
 The display is made at its first update, once the run has launched its
-processes: rich's import (about 40 ms) would otherwise come before the launch,
+processes: rich's import would otherwise come before the launch,
 and hold back the provider's start, on which the first cell waits."""
 
 from __future__ import annotations

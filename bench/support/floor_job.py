@@ -49,7 +49,7 @@ def store(redis: Redis, first: int, count: int) -> list[str]:
 
 def prepared(base: str, op: str) -> EnqueueData:
     """An op's job, of the lab's job's shape (its retry: testbed.lab.runner; its timeout is RQ's
-    default, as the lab's is), its result kept as raw RQ's are (`throughput.raw_rq` counts the
+    default, as the lab's is), its result kept as raw RQ's are (`raw_rq.raw_rq` counts the
     finished registry)."""
     return Queue.prepare_data(FUNCTION, (base, op), result_ttl=3600, retry=Retry(max=1))
 

@@ -1,9 +1,9 @@
 """The provider's instructions per send, counted by callgrind: its own work, whatever else the machine does.
 
-    python bench/provider_instructions.py [--sends 300]
+    python bench/profile/provider_instructions.py [--sends 300]
 
 CPU time on a shared 2-core VM moves by half from one hour to the next
-(`bench/provider_cost.py`, the same tree run twice); the number of
+(`bench/profile/provider_cost.py`, the same tree run twice); the number of
 instructions a program executes does not. The provider (`python -m provider`
 on a unix socket, with a token, as a run starts it) runs twice under
 `valgrind --tool=callgrind`: once with its ledger's contract and WARM sends,
@@ -14,7 +14,7 @@ those few requests and its stop. A send's instructions are also given by
 where they ran: the interpreter, SQLite, libc, each extension module.
 Instructions are not time: a cache miss costs more than an instruction, and
 a run's provider finds its caches cold at every send
-(`bench/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
+(`bench/profile/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
@@ -30,9 +30,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import callgrind
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+import callgrind
+from sides import ROOT
+
 WARM = 20
 TOKEN = "bench-token-bench-token"
 BODY = {"recipient": "a@example.test", "message": "hello"}
@@ -51,7 +54,7 @@ def instructions(work: Path, sends: int) -> tuple[int, Counter[str]]:
     argv = [*callgrind.argv(str(out)), sys.executable, "-m", "provider", "--port", "0"]
     argv += ["--db", str(work / f"log.{sends}.sqlite3"), "--uds", str(sock)]
     env = {**os.environ, TOKEN_ENV: TOKEN}
-    proc = subprocess.Popen(argv, env=env, cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         transport, auth = httpx.HTTPTransport(uds=str(sock)), {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(transport=transport, base_url="http://localhost", headers=auth) as admin:
@@ -108,5 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

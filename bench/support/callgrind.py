@@ -2,7 +2,7 @@
 
 A count is what a process executed in user space, the same for the same
 program and inputs whatever else the machine does
-(`bench/provider_instructions.py`, `bench/horse_instructions.py`).
+(`bench/profile/provider_instructions.py`, `bench/profile/horse_instructions.py`).
 """
 
 from __future__ import annotations

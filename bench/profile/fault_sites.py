@@ -1,6 +1,6 @@
 """Which of the interpreter's functions take the work-horses' page faults, raw RQ against the lab.
 
-    python bench/fault_sites.py [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
+    python bench/profile/fault_sites.py [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
 
 Each side runs as its own program, as `cpu_by_role.py` runs them, under
 `perf record -a -e exceptions:page_fault_user`: every page fault a process
@@ -33,10 +33,12 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from cpu_by_role import Tree, print_excesses, recorded
-from throughput import compile_project, parse_sides, programs
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+from cpu_by_role import Tree, print_excesses, recorded
+from sides import compile_project, parse_sides, programs
+
 # A file mapped (pid, start, length, offset in the file, path); a fault (command, pid, instruction, error code).
 _MMAP = re.compile(
     r"PERF_RECORD_MMAP2? (\d+)/\d+: \[(0x[0-9a-f]+)\((0x[0-9a-f]+)\) @ (0x[0-9a-f]+|0)\b.*?\]: \S+ (\S+)"
@@ -136,5 +138,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

@@ -1,6 +1,6 @@
 """What each page a worker holds resident costs every job, and how many more the lab's worker holds than raw RQ's.
 
-    python bench/fork_cost.py [--forks 300] [--rounds 6] [--extra-mb 16]
+    python bench/profile/fork_cost.py [--forks 300] [--rounds 6] [--extra-mb 16]
 
 RQ forks a work-horse for every job: the kernel copies the worker's page
 tables at the fork, every resident page of its memory, and tears the
@@ -29,9 +29,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from throughput import cpu_used  # this folder's, on the path of a script run from it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+from sides import cpu_used
+
 PAGE_KB = os.sysconf("SC_PAGESIZE") // 1024
 
 
@@ -110,5 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

@@ -1,9 +1,9 @@
 """Where the machine's CPU goes, by process role, raw RQ against the lab: sampled by the kernel (perf).
 
-    python bench/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
+    python bench/profile/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
 
 Each side runs as its own program, as the other benchmarks run them (raw RQ
-draining no-op jobs, `bench/raw_rq.py`; `testbed load --kill-rate 0`, or with
+draining no-op jobs, `bench/support/raw_rq.py`; `testbed load --kill-rate 0`, or with
 --chaos the default `testbed chaos` against raw RQ draining its 1,280 jobs
 on 4 workers), under `perf record -a -e cpu-clock`: every CPU is sampled a
 thousand times a second whatever it runs, its idle included, and so are
@@ -34,9 +34,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput import compile_project, parse_sides, programs
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+from sides import ROOT, compile_project, parse_sides, programs
+
 HZ = 1000
 ROLES = ["horse", "worker", "zygote", "provider", "program", "redis", "other", "idle"]
 _JOBS = 10  # a process that forked this many children is a worker (its work-horses)
@@ -61,7 +63,7 @@ def recorded(
     the forks perf recorded, and the other lines `perf script` prints with `script`'s."""
     perf = ["perf", "record", "-q", "-a", *record, "-o", str(out), "--"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen([*perf, *argv], env=env, cwd=HERE.parent, **quiet)
+    proc = subprocess.Popen([*perf, *argv], env=env, cwd=ROOT, **quiet)
     if proc.wait() != 0:
         raise SystemExit(f"{argv[:4]} failed under perf")
     printed = ["perf", "script", "-i", str(out), "--show-task-events", *script]
@@ -212,5 +214,4 @@ def print_excesses(sides: list[list[dict[str, float]]], top: int, digits: int) -
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

@@ -1,18 +1,18 @@
 """Instructions per work-horse, raw RQ's and the lab's, counted by callgrind: what a job costs in user space.
 
-    python bench/horse_instructions.py [--ops 30]
+    python bench/profile/horse_instructions.py [--ops 30]
 
 Each side runs as `bench/throughput.py` runs it (raw RQ draining no-op jobs,
 `testbed load --kill-rate 0`), on one worker, under `valgrind
 --tool=callgrind --trace-children=yes`: every Python process of the program
 is counted (Redis, the provider and the helpers they run are not: the
-provider's own count is `bench/provider_instructions.py`'s), each from its
+provider's own count is `bench/profile/provider_instructions.py`'s), each from its
 fork when it was forked (`--zero-before=PyOS_AfterFork_Child`). A
 work-horse's count is then its own, from the fork to its exit: RQ's
 bookkeeping, the job, and for the lab its handler. CPU time on a shared VM
 drifts by more than the lab's cost from one run to the next; a count does
 not. Instructions are not time: the kernel's share (the fork, the
-copy-on-write faults, the exit) is not in them (`bench/job_profile.py`
+copy-on-write faults, the exit) is not in them (`bench/profile/job_profile.py`
 measures it), and a cache miss costs more than an instruction. Needs
 valgrind (slow: a minute or two).
 """
@@ -27,10 +27,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import callgrind
-from throughput import compile_project, programs
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
 
-HERE = Path(__file__).resolve().parent
+import callgrind
+from sides import ROOT, compile_project, programs
+
 # Each side's worker, by its command line; the work-horses it forks have it too.
 WORKER = {"raw RQ": "rq.cli worker", "testbed": "workers.zygote"}
 # The first work-horses of a worker make its first connections: left out.
@@ -47,7 +49,7 @@ def horses(side: str, argv: list[str], env: dict[str, str], out: Path) -> list[i
         "--trace-children-skip=*redis-server*,/usr/bin/*",
         "--trace-children-skip-by-arg=provider",
     )
-    done = subprocess.run([*grind, *argv], env=env, cwd=HERE.parent, capture_output=True, text=True)
+    done = subprocess.run([*grind, *argv], env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{side} failed under valgrind: {done.stderr.strip().splitlines()[-1:]}")
     files = sorted(out.glob("callgrind.*"), key=lambda p: int(p.suffix[1:]))
@@ -84,5 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

@@ -1,6 +1,6 @@
 """Where a work-horse's page faults come from, by file and line: raw RQ against `testbed load`.
 
-    python bench/fault_lines.py [--ops 300] [--workers 2] [--top 12]
+    python bench/profile/fault_lines.py [--ops 300] [--workers 2] [--top 12]
 
 A freshly forked work-horse pays a copy-on-write page fault for every page of
 its worker's that it writes to first (a few µs of CPU each: `job_profile.py`
@@ -29,12 +29,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from throughput import compile_project, programs  # this folder's, on the path of a script run from it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
+
+from sides import ROOT, compile_project, programs
 from timed_worker import minor_faults
 
 from workers.worker import Worker
 
-HERE = Path(__file__).resolve().parent
 OUT = os.environ.get("FAULT_LINES_DIR", ".")
 CLASS = f"{Path(__file__).stem}.FaultLinesWorker"
 # The lab's workers preload its handler before RQ loads this class; raw RQ's workers do not.
@@ -90,7 +92,7 @@ def by_file(faults: Counter[tuple[bool, str]]) -> Counter[str]:
 
 def short(path: str) -> str:
     """A file's path from its package on (site-packages, the standard library, this project)."""
-    for marker in ("site-packages/", "python3.11/", f"{HERE.parent}/"):
+    for marker in ("site-packages/", "python3.11/", f"{ROOT}/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path
@@ -113,7 +115,7 @@ def main() -> None:
             folder = work / side.replace(" ", "-")
             folder.mkdir()
             env_side = env | {"FAULT_LINES_DIR": str(folder)}
-            subprocess.run(argv, env=env_side, stdout=subprocess.DEVNULL, cwd=HERE.parent, check=True)
+            subprocess.run(argv, env=env_side, stdout=subprocess.DEVNULL, cwd=ROOT, check=True)
             traced[side] = read(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
 
-    python bench/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
-    python bench/job_profile.py --chaos [--runs 2] [--floor]
+    python bench/profile/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
+    python bench/profile/job_profile.py --chaos [--runs 2] [--floor]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
 (the lab's worker class, RQ's forking Worker, recording each work-horse): raw
@@ -44,11 +44,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
-from provider_cost import BARE
-from throughput import compile_project, parse_sides, programs
-from timed_worker import SEGMENTS, minor_faults  # this folder's, on the path of a script run from it
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
+
+from provider_cost import BARE
+from sides import ROOT, compile_project, parse_sides, programs
+from timed_worker import SEGMENTS, minor_faults
 
 ROWS = [
     ("workers", "worker process: dequeue, fork, wait, RQ's bookkeeping"),
@@ -91,7 +93,7 @@ def _role(process: psutil.Process, workers: set[int], program: int) -> str:
 
 def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[str, float]:
     """ms of CPU per job by role, and inside the work-horse."""
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=HERE.parent)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     top = psutil.Process(proc.pid)
     last: dict[int, tuple[str, float]] = {}
     workers: set[int] = set()
