@@ -26,7 +26,7 @@ from provider.store import LogReader, ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
-from testbed.judge.observe import with_record
+from testbed.judge.observe import ProviderRecords, with_record
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
@@ -38,7 +38,6 @@ from testbed.lab.store import (
     PROVIDER_LOG,
     PROVIDER_RECORDS,
     RESULTS,
-    ProviderRecords,
     StoredRecords,
     read_history,
 )

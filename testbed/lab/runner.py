@@ -29,7 +29,7 @@ from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
-from testbed.infra.stack import Stack
+from testbed.infra.stack import RunStack
 from testbed.judge.checker import OpFacts
 from testbed.judge.observe import op_facts, record_of
 from testbed.judge.scorecard import Row
@@ -150,7 +150,7 @@ class CellRunner:
 
     def __init__(
         self,
-        stack: Stack,
+        stack: RunStack,
         options: RunOptions,
         judged: Callable[[int, int, Row], None],
         tick: Callable[[list[Progress]], None] | None = None,

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from provider.store import ReferenceRecord
 from testbed.errors import UsageError
@@ -44,13 +44,6 @@ REPORT = "report.html"
 CELL, EVENT, ANOMALY, FACTS = "cell", "event", "anomaly", "facts"
 
 _FLUSH_EVERY = 1.0  # seconds: a run killed outright loses at most this much of its history
-
-
-class ProviderRecords(Protocol):
-    """What a provider recorded of some references: its log (LogReader), or what
-    a remote provider's audit said, as kept (StoredRecords)."""
-
-    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
 
 
 class RunDir:
