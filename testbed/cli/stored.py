@@ -69,13 +69,16 @@ def check(
     junit_path: Annotated[Path | None, Option("--junit", metavar="PATH", help="Also write JUnit XML here.")] = None,
 ) -> int:
     """Judge a stored run again from its history and provider log alone (no Redis, no workers): the same
-    verdict and exit code as the run, or the verdict under other expectations."""
+    verdict and exit code as the run, or the verdict under other expectations. A run whose files do not
+    match their schemas is refused first."""
     from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
     from testbed.lab.recheck import recheck, stored_cells
+    from testbed.lab.store import check_stored
     from testbed.report import tables
 
-    path, results = _stored(store, run)
+    path = RunStore(store).resolve(run)
+    results = check_stored(path)
     if junit_path is not None:
         checks.output_file("--junit", junit_path)
     overrides = parse_expect(expect, stored_cells(results)) if expect else None

@@ -14,8 +14,9 @@ A stored run holds the files of `testbed.lab.layout.FILES`:
 - `report.html`, once `--report` or `testbed report` has written it.
 
 `testbed check` re-judges a stored run from `history.jsonl` and either of
-the provider's files alone. The formats' modules are imported only where a
-run is read back: a run's start does without them.
+the provider's files alone, once `check_stored` has found its files as their
+schemas say. The formats' modules are imported only where a run is read back:
+a run's start does without them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from testbed.lab.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RE
 
 if TYPE_CHECKING:
     from provider.store import ReferenceRecord
+    from testbed.lab.results import Results
 
 LATEST = "latest"
 
@@ -175,3 +177,17 @@ class StoredRun:
         verdict = "incomplete" if found.incomplete else found.verdict
         return cls(path.name, found.command or "?", found.started_at, len(found.rows), verdict, size)
 
+
+def check_stored(run: Path) -> Results:
+    """A stored run's results, once every record of it is as its schema says (results.json,
+    each line of history.jsonl and of provider-records.jsonl): Invalid (one line) where
+    one is not."""
+    from testbed.lab import history, results
+
+    found = results.read(run / RESULTS)
+    for _ in history.read_history(run):
+        pass
+    if (run / PROVIDER_RECORDS).is_file():
+        for _ in history.read_provider_records(run):
+            pass
+    return found
