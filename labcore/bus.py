@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from labcore import events
 from labcore.events import Event, Hit
@@ -65,7 +65,7 @@ class Bus:
         while (left := deadline - time.monotonic()) > 0:
             popped = self.redis.blpop([self.keys.release(hit)], timeout=min(_BLOCK, left))
             if popped is not None:
-                return Release(popped[1].decode())
+                return Release(cast(bytes, popped[1]).decode())
         return None
 
     def acted(self, hit: str) -> None:
@@ -104,13 +104,13 @@ class Bus:
         popped = self.redis.blpop([self.keys.bus, *drained], timeout=timeout)
         if popped is None:
             return None
-        return events.decode(popped[1]) if popped[0].decode() == self.keys.bus else Wake.DRAINED
+        return events.decode(popped[1]) if cast(bytes, popped[0]).decode() == self.keys.bus else Wake.DRAINED
 
     def queued(self) -> Iterator[Hit | Event]:
         """What is on the bus now, without waiting: a blocking pop waits out its
         timeout on Redis's clock (100 ms steps at Redis's default hz), however short."""
         while (raw := self.redis.lpop(self.keys.bus)) is not None:
-            yield events.decode(raw)
+            yield events.decode(cast(bytes, raw))
 
 
 def _poll(redis: Redis, keys: list[str], timeout: float) -> bool:

@@ -22,7 +22,7 @@ import redis
 try:
     from redis import DriverInfo
 except ImportError:  # a redis-py without it reads its version once, at import (a default argument)
-    DriverInfo = None
+    DriverInfo = None  # type: ignore[assignment, misc]
 
 # What a connection that names itself is given (DriverInfo resolves what it is not).
 _NAMING = frozenset({"driver_info", "lib_name", "lib_version"})

@@ -185,7 +185,8 @@ def all_exited(held: Sequence[Held], timeout: float) -> bool:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

@@ -45,7 +45,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> str:
     strategy = STRATEGIES[s.strategy]
     # Only what the attempt uses is computed: in a work-horse every first touch costs.
     key = uuid.uuid4().hex if strategy.key is KeyMode.FRESH else op if strategy.key is KeyMode.STABLE else None
-    payload = {"reference": op, **intent["payload"]}
+    payload = {"reference": op, **intent.payload}
     read = client.lookup if s.read_path == "lookup" else client.search
     unprocessed = probe.died_unprocessed if s.provider_crashes else client.never
 

@@ -9,7 +9,6 @@ and a retry waits until the controller has finished with earlier faults.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit
 from labcore.faults import RULES
 from labcore.ids import HitId
+from labcore.intent import OpIntent
 from labcore.keys import CellKeys, RunKeys
 from labcore.plan import Armed
 from labcore.prctl import die_with_parent
@@ -127,7 +127,7 @@ class Opened:
     redis: Redis
     cell: CellKeys
     number: int
-    intent: dict[str, Any]
+    intent: OpIntent
     marker: bytes | None
     probe: Probe
 
@@ -150,4 +150,4 @@ def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool
         # Settling may have changed the world (the scenario's new payload): what was read
         # before it is stale. Only attempts after a fault pay this round trip.
         raw_intent, *marker = batch(redis, intent, *mark)
-    return Opened(redis, cell, number, json.loads(raw_intent), marker[0] if marker else None, probe)
+    return Opened(redis, cell, number, OpIntent.decode(raw_intent), marker[0] if marker else None, probe)

@@ -69,7 +69,7 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
             attempt.at(Boundary.JOB_START)
             function = target.load(s.handler, s.paths)
             try:
-                value = function(user_op_id(s.ledger, op), intent["payload"])
+                value = function(user_op_id(s.ledger, op), intent.payload)
             finally:
                 if awaits_timeout:
                     attempt.call_timed_out()

@@ -3,7 +3,6 @@ input first, then one shared path runs it, keeps it and reports it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +48,9 @@ from testbed.experiment.selection import (
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
+from testbed.lab.layout import REPORT, RESULTS
 from testbed.lab.options import RunOptions, every_nth, matrix_cells
-from testbed.lab.store import REPORT, RESULTS, RunStore, read_history
+from testbed.lab.store import RunStore
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import STRATEGIES, parse_strategy
 
@@ -117,10 +117,11 @@ class Output:
             raise UsageError("--report writes into the stored run: it needs the store (drop --no-store)")
 
     def document(self, ran: Any) -> dict[str, Any]:
+        from testbed.lab import results
         from testbed.report import tables as report
 
         meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
-        return report.results({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
+        return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
 
 
 def _run(
@@ -138,7 +139,6 @@ def _run(
     the stack failed, the cells judged before are written, marked incomplete, and
     the failure ends the command (exit 3)."""
     from testbed.lab import session
-    from testbed.report import tables as report
     from testbed.report.live import Live
 
     stack = hosts.fit_stack(stack, cells)
@@ -150,10 +150,12 @@ def _run(
     store = None if out.store.no_store else RunStore(out.store.store)
     with Live() as live:
         ran = session.execute(stack, options, live.judged, live.tick, store)
+    from testbed.lab import results  # at the end: its records are built as it is imported
+
     document = out.document(ran)
-    report.write_json(out.json_path, document)
+    results.write(out.json_path, document)
     if ran.stored is not None:
-        report.write_json(ran.stored.path / RESULTS, document)
+        results.write(ran.stored.path / RESULTS, document)
         assert store is not None
         store.mark_latest(ran.run_id)
     if ran.failure:
@@ -168,11 +170,12 @@ def _finish(ran: Any, out: Output) -> int:
     total = len(ran.rows)
     print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
     if out.store.junit is not None or out.store.report:
+        from testbed.lab import results
         from testbed.report import junit
 
         document = out.document(ran)
         if out.store.junit is not None:
-            junit.write_junit(out.store.junit, document)
+            junit.write_junit(out.store.junit, results.parse(document))
             print(f"JUnit XML in {out.store.junit}")
         if out.store.report and ran.stored is not None:
             print(f"report in {write_report(ran.stored.path)}")
@@ -182,9 +185,11 @@ def _finish(ran: Any, out: Output) -> int:
 
 
 def write_report(run: Path) -> Path:
+    from testbed.lab import results
+    from testbed.lab.history import read_history
     from testbed.report import html
 
-    page = html.render(json.loads((run / RESULTS).read_text()), read_history(run))
+    page = html.render(results.read(run / RESULTS), read_history(run))
     (run / REPORT).write_text(page)
     return run / REPORT
 

@@ -3,28 +3,30 @@ and leftovers of runs that died (clean)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from typer import Argument, Option
 
 from testbed.cli.base import app, examples
 from testbed.cli.options import Expect
 from testbed.cli.run import write_report
-from testbed.errors import UsageError
-from testbed.lab.store import RESULTS, RunStore
+from testbed.lab.layout import RESULTS
+from testbed.lab.store import RunStore
+
+if TYPE_CHECKING:
+    from testbed.lab.results import Results
 
 StoreDir = Annotated[Path, Option("--store", metavar="DIR", help="The run store.")]
 RunName = Annotated[str, Argument(metavar="RUN", help="A stored run: its id, latest, or its directory.")]
 
 
-def _stored(store: Path, name: str) -> tuple[Path, dict[str, Any]]:
+def _stored(store: Path, name: str) -> tuple[Path, Results]:
+    """A stored run and its results, as results.json's schema says they are."""
+    from testbed.lab import results
+
     run = RunStore(store).resolve(name)
-    try:
-        return run, json.loads((run / RESULTS).read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {run / RESULTS}: {exc}") from None
+    return run, results.read(run / RESULTS)
 
 
 @app.command(short_help="List the stored runs.", epilog=examples("testbed runs", "testbed runs --store ci-runs"))
@@ -67,13 +69,16 @@ def check(
     junit_path: Annotated[Path | None, Option("--junit", metavar="PATH", help="Also write JUnit XML here.")] = None,
 ) -> int:
     """Judge a stored run again from its history and provider log alone (no Redis, no workers): the same
-    verdict and exit code as the run, or the verdict under other expectations."""
+    verdict and exit code as the run, or the verdict under other expectations. A run whose files do not
+    match their schemas is refused first."""
     from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
     from testbed.lab.recheck import recheck, stored_cells
+    from testbed.lab.store import check_stored
     from testbed.report import tables
 
-    path, results = _stored(store, run)
+    path = RunStore(store).resolve(run)
+    results = check_stored(path)
     if junit_path is not None:
         checks.output_file("--junit", junit_path)
     overrides = parse_expect(expect, stored_cells(results)) if expect else None
@@ -83,9 +88,9 @@ def check(
     if junit_path is not None:
         from testbed.report import junit
 
-        junit.write_junit(junit_path, tables.results({k: v for k, v in results.items() if k != "rows"}, rows))
+        junit.write_junit(junit_path, results.judged_again(rows))
     passed = sum(r.passed for r in rows)
-    print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.get('verdict')})")
+    print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.verdict})")
     return 0 if passed == len(rows) else 1
 
 

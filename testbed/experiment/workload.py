@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from labcore.ids import op_id
+from labcore.intent import OpIntent
 from testbed.experiment.scenarios import DECLINE_DOMAIN
 
 _MESSAGES = (
@@ -26,7 +26,8 @@ class Op:
     payload: dict[str, Any]
 
     def encode(self) -> str:
-        return json.dumps({"seq": self.seq, "intent": self.intent, "payload": self.payload})
+        """As the cell's `ops` hash keeps it (labcore.intent)."""
+        return OpIntent(self.seq, self.intent, self.payload).encode()
 
 
 def make_op(seq: int, seed: int, declined: bool = False) -> Op:

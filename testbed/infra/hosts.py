@@ -33,7 +33,7 @@ from testbed.infra import leftovers
 from testbed.infra.leftovers import delete_keys
 from testbed.infra.parts import PartDied
 from testbed.infra.provider_process import ProviderAdmin, provider_client
-from testbed.infra.stack import Stack, connect
+from testbed.infra.stack import RunStack, connect
 
 ORDER_TIMEOUT = 15.0  # a kill is confirmed in ms; a host that says nothing this long is gone
 _STOP_TIMEOUT = 20.0  # hosts stop workers with a 5 s grace
@@ -188,8 +188,11 @@ class RemoteLog:
         return out
 
 
-class HostStack(Stack):
-    """The Stack's interface over parts it did not start: it starts nothing but a heartbeat."""
+class HostStack(RunStack):
+    """A run's stack over parts it did not start: it starts nothing but a heartbeat."""
+
+    provider: RemoteProvider
+    log: RemoteLog
 
     def _start(self) -> None:
         o = self.options
@@ -216,7 +219,7 @@ class HostStack(Stack):
             name, why = sorted(unable.items())[0]
             raise SetupError(f"partition: host {name} cannot cut its machine off the provider: {why}")
         self.host_keys = RunHostKeys(self.keys.prefix)
-        self.supervisor = self.pool = HostPool(self.redis, self.host_keys, hosts)
+        self.pool = HostPool(self.redis, self.host_keys, hosts)
         self._beating = threading.Event()
         beat = threading.Thread(target=self._beat, name="controller-heartbeat", daemon=True)
         self._exit.callback(beat.join, 5)
@@ -256,7 +259,7 @@ class HostStack(Stack):
         self.options = replace(self.options, workers=len(self.pool.workers))
         self.admin = ProviderAdmin(self.provider.url, self.provider.token)
         self._exit.callback(self.admin.close)
-        self.log = RemoteLog(self.provider.url, self.provider.token)  # type: ignore[assignment]
+        self.log = RemoteLog(self.provider.url, self.provider.token)
         self._exit.callback(self.log.close)
 
     def check(self) -> None:

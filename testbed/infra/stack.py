@@ -10,15 +10,16 @@ import contextlib
 import shutil
 import signal
 import tempfile
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, Self
 
 from labcore.bus import Bus
 from labcore.credentials import redacted
 from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
 from labcore.procs import stop_all
-from provider.store import LogReader
+from provider.store import LogReader, ReferenceRecord
 from testbed.errors import SetupError
 from testbed.infra import leftovers
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
@@ -48,20 +49,56 @@ class StackOptions:
     remote: RemoteOptions | None = None
 
 
-class Stack:
-    """`with Stack(...) as stack:` starts the processes without waiting for
-    them; `stack.wait_ready()` waits. Their start-up is mostly Python imports,
-    so the caller can do its own meanwhile."""
+class ProviderEndpoint(Protocol):
+    """Where a run's provider answers: the process the run started (ProviderProcess),
+    or one on the network (testbed.infra.hosts.RemoteProvider)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def job_url(self) -> str:
+        """The address the built-in job's work-horses send to."""
+        ...
+
+    @property
+    def db(self) -> Path | None:
+        """Its log, where it is on this machine."""
+        ...
+
+
+class EffectLog(Protocol):
+    """What the run reads of the provider's log: the file itself (provider.store.LogReader),
+    or, for a provider on another host, its audit over HTTP (testbed.infra.hosts.RemoteLog)."""
+
+    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
+
+    def effect_count(self, ledger: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class RunStack(ABC):
+    """What a run stands on, whoever started its parts: this process (Stack) or the
+    hosts (testbed.infra.hosts.HostStack). `with` starts the parts without waiting
+    for them; `wait_ready()` waits. Everything started is stopped in reverse order
+    on the way out."""
+
+    workdir: Path
+    redis_url: str
+    redis: redis_lib.Redis
+    bus: Bus
+    provider: ProviderEndpoint
+    admin: ProviderAdmin  # set by wait_ready
+    log: EffectLog  # set by wait_ready
 
     def __init__(self, run_id: str, options: StackOptions) -> None:
         self.run_id = run_id
         self.options = options
         self.keys = RunKeys(run_prefix(run_id))
         self._exit = contextlib.ExitStack()
-        self._private: PrivateRedis | None = None
-        self._ownership: leftovers.KeyOwnership | None = None
 
-    def __enter__(self) -> Stack:
+    def __enter__(self) -> Self:
         try:
             self._start()
         except BaseException:
@@ -71,6 +108,43 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self._close()
+
+    @abstractmethod
+    def _start(self) -> None: ...
+
+    @abstractmethod
+    def wait_ready(self) -> None: ...
+
+    @abstractmethod
+    def check(self) -> None:
+        """Every part still alive, or a PartDied naming the one that is not."""
+
+    @abstractmethod
+    def stop_services(self) -> None:
+        """The parts that serve the run stopped (the provider's log is whole after this)."""
+
+    def _close(self) -> None:
+        # A second Ctrl-C must not cut the teardown short.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._exit.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+class Stack(RunStack):
+    """The parts this process starts: `with Stack(...) as stack:` starts the processes
+    without waiting for them; `stack.wait_ready()` waits. Their start-up is mostly
+    Python imports, so the caller can do its own meanwhile."""
+
+    provider: ProviderProcess
+    supervisor: Supervisor
+    log: LogReader
+
+    def __init__(self, run_id: str, options: StackOptions) -> None:
+        super().__init__(run_id, options)
+        self._private: PrivateRedis | None = None
+        self._ownership: leftovers.KeyOwnership | None = None
 
     def _start(self) -> None:
         o = self.options
@@ -118,7 +192,6 @@ class Stack:
         self._exit.callback(self.log.close)
 
     def check(self) -> None:
-        """Every part still alive, or a PartDied naming the one that is not."""
         if self._private is not None:
             self._private.check()
         self.provider.check()
@@ -130,14 +203,6 @@ class Stack:
         """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
-
-    def _close(self) -> None:
-        # A second Ctrl-C must not cut the teardown short.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            self._exit.close()
-        finally:
-            signal.signal(signal.SIGINT, previous)
 
 
 def connect(url: str) -> redis_lib.Redis:

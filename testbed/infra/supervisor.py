@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -21,6 +22,9 @@ from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.parts import check_alive
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +98,14 @@ class Supervisor:
         self.workers[name] = worker
         return worker
 
-    def wait_ready(self, redis: object, timeout: float = 30.0) -> None:
+    def wait_ready(self, redis: Redis, timeout: float = 30.0) -> None:
         """Until every worker has registered with RQ (it is then dequeuing)."""
         from rq import Worker
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check()
-            registered = {w.name for w in Worker.all(connection=redis)}  # type: ignore[arg-type]
+            registered = {w.name for w in Worker.all(connection=redis)}
             if set(self.workers) <= registered:
                 return
             time.sleep(0.05)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import fields, replace
+from typing import Protocol
 
 from redis import Redis
 
 from labcore import records
 from labcore.ids import JobId, JobKind, op_id
 from labcore.keys import CellKeys
-from provider.store import LogReader, ReferenceRecord
+from provider.store import ReferenceRecord
 from testbed.judge.checker import OpFacts
 from workers.flow import Outcome
 
@@ -21,8 +22,16 @@ CHUNK = 1000
 _RECORDED = tuple(f.name for f in fields(ReferenceRecord))  # the provider's side of an op's facts
 
 
+class ProviderRecords(Protocol):
+    """What a provider recorded of some references: its log (provider.store.LogReader),
+    its audit over HTTP (testbed.infra.hosts.RemoteLog), or what that audit said, as a
+    stored run kept it (testbed.lab.store.StoredRecords)."""
+
+    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
+
+
 def op_facts(
-    redis: Redis, keys: CellKeys, log: LogReader, ledger: str, cell_id: str, ops: int, failed: set[str]
+    redis: Redis, keys: CellKeys, log: ProviderRecords, ledger: str, cell_id: str, ops: int, failed: set[str]
 ) -> Iterator[list[OpFacts]]:
     """Per logical action, the facts of every op (identity) created for it."""
     failed_jobs = {(job.seq, job.kind) for job in map(JobId.parse, failed) if job is not None}

@@ -1,4 +1,6 @@
-"""A scorecard row: the observed counts next to the expected ones, and the verdict."""
+"""A scorecard row: the observed counts next to the expected ones, and the verdict.
+
+As results.json holds it: testbed.lab.results (`row_json`)."""
 
 from __future__ import annotations
 
@@ -95,34 +97,3 @@ class Row:
     @property
     def passed(self) -> bool:
         return not self.problems
-
-    def to_json(self) -> dict[str, Any]:
-        c = self.counts
-        row: dict[str, Any] = {
-            "strategy": self.cell.strategy,
-            "boundary": self.cell.where,
-            "injected": self.cell.injected,
-            "intended": c.intended,
-            "requests": c.requests,
-            "kills": self.kills,
-            "effects": c.effects,
-            "duplicateEffects": c.duplicate_effects,
-            "missingOperations": c.missing_operations,
-            "skippedWithoutEffect": c.skipped_without_effect,
-            "fault": self.cell.fault.value if self.cell.injected else "none",
-            "scenario": self.cell.scenario,
-            "workers": self.workers,
-            "faults": self.faults,
-        }
-        for name in COUNT_FIELDS:
-            row.setdefault(camel(name), getattr(c, name))
-        row["replayLatencyMs"] = self.replay_latency_ms
-        row["wallSeconds"] = round(self.wall_seconds, 3)
-        row["expected"] = {camel(k): v for k, v in self.expected.counts.items() if k not in self.expected.inexact}
-        row["verdict"] = "pass" if self.passed else "fail"
-        row["differences"] = self.problems
-        row["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in self.held]
-        row.update(self.extra)
-        if self.op_differences:
-            row["opDifferences"] = [d.to_json() for d in self.op_differences]
-        return row

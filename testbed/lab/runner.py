@@ -13,15 +13,17 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import httpx
 import redis as redis_lib
 from rq import Queue, Retry
+from rq.queue import EnqueueData
 
 from labcore import plan as plans
 from labcore.bus import Wake
 from labcore.credentials import new_secret
-from labcore.events import EventKind, Noted
+from labcore.events import Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind, op_id
 from labcore.keys import QUEUE, CellKeys
@@ -29,15 +31,16 @@ from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
-from testbed.infra.stack import Stack
+from testbed.infra.stack import RunStack
 from testbed.judge.checker import OpFacts
 from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
+from testbed.lab.history import cell_line, facts_line, noted_line, records_line
 from testbed.lab.options import RunOptions
 from testbed.lab.series import Series
-from testbed.lab.store import ANOMALY, CELL, EVENT, FACTS, RunDir
+from testbed.lab.store import RunDir
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
@@ -125,7 +128,7 @@ class CellRunner:
 
     def __init__(
         self,
-        stack: Stack,
+        stack: RunStack,
         options: RunOptions,
         judged: Callable[[int, int, Row], None],
         tick: Callable[[list[Progress]], None] | None = None,
@@ -239,9 +242,8 @@ class CellRunner:
             s.admin.put_scope_secret(ledger, self._secret)
         sink = None
         if self.run_dir is not None:
-            where = {"cell": cell_id, **_cell_fields(cell)}
-            self.run_dir.record(CELL, ledger=ledger, **where)
-            sink = functools.partial(_record_event, self.run_dir, where)
+            self.run_dir.record(cell_line(cell_id, ledger, cell))
+            sink = functools.partial(_record_event, self.run_dir, cell_id)
         self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
         self._fill(running, scenario.declines_faulted_ops)
         return running
@@ -256,7 +258,7 @@ class CellRunner:
             pipe.zcard(self._failed_key)
             *ended, failed_count = pipe.execute()
         if failed_count != self._failed_count:
-            self._failed = {f.decode() for f in s.redis.zrange(self._failed_key, 0, -1)}
+            self._failed = {cast(bytes, f).decode() for f in s.redis.zrange(self._failed_key, 0, -1)}
             self._failed_count = failed_count
         done = []
         for r, count in zip(cells, ended, strict=True):
@@ -336,7 +338,7 @@ class CellRunner:
         r.enqueued += count
         return count
 
-    def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> object:
+    def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> EnqueueData:
         retries = self.options.retries
         return Queue.prepare_data(
             r.function,
@@ -378,21 +380,8 @@ def _crashes_provider(cell: Cell) -> bool:
     return cell.injected and RULES[cell.fault].kills_provider
 
 
-def _cell_fields(cell: Cell) -> dict[str, str]:
-    """A cell as results.json names it."""
-    return {
-        "strategy": cell.strategy,
-        "boundary": cell.where,
-        "fault": cell.fault.value if cell.injected else "none",
-        "scenario": cell.scenario,
-    }
-
-
-def _record_event(run_dir: RunDir, where: dict[str, str], op: str, entry: Noted) -> None:
-    if entry.kind is EventKind.ANOMALY:
-        run_dir.record(ANOMALY, cell=where["cell"], text=entry.data["text"])
-    else:
-        run_dir.record(EVENT, cell=where["cell"], op=op, **entry.to_json())
+def _record_event(run_dir: RunDir, cell_id: str, op: str, entry: Noted) -> None:
+    run_dir.record(noted_line(cell_id, op, entry))
 
 
 def _recorded(
@@ -401,11 +390,7 @@ def _recorded(
     """Each op's local facts into the history as they are judged; the provider's side
     stays in its log, or, with `remote_ledger`, is kept beside the history."""
     for facts in observed:
-        local = [
-            {"op": o.op, "attempts": o.attempts, "outcome": o.outcome, "detail": o.detail, "jobFailed": o.job_failed}
-            for o in facts
-        ]
-        run_dir.record(FACTS, cell=cell_id, intent=facts[0].intent, ops=local)
+        run_dir.record(facts_line(cell_id, facts))
         if remote_ledger is not None:
-            run_dir.keep_records(remote_ledger, {o.op: record_of(o) for o in facts})
+            run_dir.keep_records(records_line(remote_ledger, {o.op: record_of(o) for o in facts}))
         yield facts

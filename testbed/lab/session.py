@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
-from testbed.infra.stack import Stack, StackOptions
+from testbed.infra.stack import RunStack, Stack, StackOptions
 from testbed.lab.options import RunOptions
 from testbed.lab.store import RunDir, RunStore
 
@@ -93,7 +93,7 @@ def execute(
 
 
 @contextlib.contextmanager
-def started_stack(run_id: str, options: StackOptions) -> Iterator[Stack]:
+def started_stack(run_id: str, options: StackOptions) -> Iterator[RunStack]:
     """The stack the options ask for, started and ready; stopped, with all it started, on leaving.
     The run's RQ key prefix must be in the environment already: rq reads it once, at import."""
     with _open_stack(run_id, options) as stack:
@@ -115,7 +115,7 @@ class Ran:
 
 
 def run_cells(
-    stack: Stack,
+    stack: RunStack,
     options: RunOptions,
     judged: Callable[[int, int, Row], None],
     tick: Callable[[list[Progress]], None] | None = None,
@@ -134,7 +134,7 @@ def run_cells(
         return Ran(rows, str(exc), not_run)
 
 
-def _open_stack(run_id: str, options: StackOptions) -> Stack:
+def _open_stack(run_id: str, options: StackOptions) -> RunStack:
     """A stack this run starts, or the one of the worker hosts (--hosts)."""
     if options.remote is None:
         return Stack(run_id, options)

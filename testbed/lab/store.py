@@ -1,56 +1,46 @@
 """The run store: every run kept under `runs/<run-id>/`, with `runs/latest`.
 
-A stored run holds
-- `results.json`, as `--json` writes it;
+A stored run holds the files of `testbed.lab.layout.FILES`:
+- `results.json`, as `--json` writes it (`testbed.lab.results`);
 - `history.jsonl`, written while the run goes: each cell as it starts, every
-  event of every watched op, anomalies, and each op's local facts (what the
-  application concluded, its attempts, whether RQ gave up on its job) when its
-  cell is judged; one line each, so a long run's memory stays flat;
+  event of every watched op, anomalies, and each op's local facts when its
+  cell is judged; one line each, so a long run's memory stays flat
+  (`testbed.lab.history`);
 - `provider.sqlite3`, a consistent copy of the provider's effect log; or, for
   a provider the run did not start (`--hosts`: its log stays on its host),
   `provider-records.jsonl`, what that provider's audit said of each op, as
-  the run judged it, written with the op's local facts;
-- `logs/`, the processes' logs.
+  the run judged it, written with the op's local facts (`testbed.lab.history`);
+- `logs/`, the processes' logs;
+- `report.html`, once `--report` or `testbed report` has written it.
 
 `testbed check` re-judges a stored run from `history.jsonl` and either of
-the provider's files alone.
+the provider's files alone, once `check_stored` has found its files as their
+schemas say. The formats' modules are imported only where a run is read back:
+a run's start does without them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING
 
-from provider.store import ReferenceRecord
 from testbed.errors import UsageError
+from testbed.lab.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
+
+if TYPE_CHECKING:
+    from provider.store import ReferenceRecord
+    from testbed.lab.results import Results
 
 LATEST = "latest"
-RESULTS = "results.json"
-HISTORY = "history.jsonl"
-PROVIDER_LOG = "provider.sqlite3"
-PROVIDER_RECORDS = "provider-records.jsonl"
-LOGS = "logs"
-REPORT = "report.html"
-
-# Line types of history.jsonl.
-CELL, EVENT, ANOMALY, FACTS = "cell", "event", "anomaly", "facts"
 
 _FLUSH_EVERY = 1.0  # seconds: a run killed outright loses at most this much of its history
-
-
-class ProviderRecords(Protocol):
-    """What a provider recorded of some references: its log (LogReader), or what
-    a remote provider's audit said, as kept (StoredRecords)."""
-
-    def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
 
 
 class RunDir:
@@ -62,18 +52,19 @@ class RunDir:
         self._records: IO[str] | None = None  # opened by the first keep_records
         self._flushed = time.monotonic()
 
-    def record(self, kind: str, **fields: Any) -> None:
-        self._write(self._history, {"type": kind, **fields})
+    def record(self, line: str) -> None:
+        """A line of the history, as `testbed.lab.history` writes it (cell_line, noted_line, facts_line)."""
+        self._write(self._history, line)
 
-    def keep_records(self, ledger: str, records: dict[str, ReferenceRecord]) -> None:
+    def keep_records(self, line: str) -> None:
         """What a provider the run did not start (its log stays on its host) said of
-        these ops, as the run judged them."""
+        some ops, as the run judged them (`testbed.lab.history.records_line`)."""
         if self._records is None:
             self._records = open(self.path / PROVIDER_RECORDS, "a", buffering=1 << 16)  # noqa: SIM115
-        self._write(self._records, {"ledger": ledger, "records": {op: asdict(r) for op, r in records.items()}})
+        self._write(self._records, line)
 
-    def _write(self, out: IO[str], line: dict[str, Any]) -> None:
-        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    def _write(self, out: IO[str], line: str) -> None:
+        out.write(line)
         if time.monotonic() - self._flushed > _FLUSH_EVERY:
             for file in (self._history, self._records):
                 if file is not None:
@@ -114,16 +105,12 @@ class RunDir:
 class StoredRecords:
     """provider-records.jsonl read back: answers as the provider's audit did."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, run: Path) -> None:
+        from testbed.lab.history import read_provider_records
+
         self._ledgers: dict[str, dict[str, ReferenceRecord]] = {}
-        try:
-            with open(path) as lines:
-                for line in lines:
-                    entry = json.loads(line)
-                    found = {name: ReferenceRecord(**counts) for name, counts in entry["records"].items()}
-                    self._ledgers.setdefault(entry["ledger"], {}).update(found)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise UsageError(f"{path}: not a provider's records as the lab keeps them ({exc})") from None
+        for line in read_provider_records(run):
+            self._ledgers.setdefault(line.ledger, {}).update(line.records)
 
     def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]:
         kept = self._ledgers.get(ledger, {})
@@ -179,25 +166,28 @@ class StoredRun:
 
     @classmethod
     def read(cls, path: Path) -> StoredRun:
-        try:
-            results = json.loads((path / RESULTS).read_text())
-        except (OSError, ValueError):
-            results = {}
-        verdict = "incomplete" if results.get("incomplete") else str(results.get("verdict", "?"))
+        """What `testbed runs` lists of a stored run: ? for what its results.json does not say."""
+        from testbed.lab import results
+
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        return cls(
-            path.name,
-            str(results.get("command", "?")),
-            str(results.get("startedAt", "?")),
-            len(results.get("rows", [])),
-            verdict,
-            size,
-        )
+        try:
+            found = results.read(path / RESULTS)
+        except UsageError:
+            return cls(path.name, "?", "?", 0, "?", size)
+        verdict = "incomplete" if found.incomplete else found.verdict
+        return cls(path.name, found.command or "?", found.started_at, len(found.rows), verdict, size)
 
 
-def read_history(path: Path) -> Iterator[dict[str, Any]]:
-    """A stored run's history, a line at a time."""
-    with open(path / HISTORY) as lines:
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
+def check_stored(run: Path) -> Results:
+    """A stored run's results, once every record of it is as its schema says (results.json,
+    each line of history.jsonl and of provider-records.jsonl): Invalid (one line) where
+    one is not."""
+    from testbed.lab import history, results
+
+    found = results.read(run / RESULTS)
+    for _ in history.read_history(run):
+        pass
+    if (run / PROVIDER_RECORDS).is_file():
+        for _ in history.read_provider_records(run):
+            pass
+    return found

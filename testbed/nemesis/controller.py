@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit, Side
@@ -24,7 +25,7 @@ from labcore.plan import Armed, Plan
 from testbed.errors import RunFailure
 from testbed.experiment.scenarios import Scenario
 from testbed.judge.observer import CellObservations, Sink
-from testbed.nemesis.kills import Killer
+from testbed.nemesis.kills import Killing
 from testbed.nemesis.recovery import Recover, Recovery
 from testbed.nemesis.world import World
 
@@ -48,7 +49,7 @@ class Controller:
     def __init__(
         self,
         bus: Bus,
-        killer: Killer,
+        killer: Killing[Any],
         world: World,
         recover: Recover | None = None,
         history: bool = True,

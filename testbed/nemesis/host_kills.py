@@ -1,6 +1,6 @@
 """Kills carried out by the hosts (testbed host) on their own hosts.
 
-The same interface as `kills.Killer`: the controller names the work-horse's
+The controller's `kills.Killing`, as `kills.Killer` is: the controller names the work-horse's
 pid and the worker the hit came from; the order goes to that worker's host,
 which refuses a pid that is not a work-horse of a worker it started for this
 run, SIGKILLs, confirms (as `kills.Killer` does) and reports back with its timing. A pid
@@ -9,11 +9,13 @@ means something only on its own host, so the worker's name picks the host.
 
 from __future__ import annotations
 
+from typing import Any
+
 from labcore.hosts import Order, OrderKind, OrderReply, new_order_id
 from testbed.errors import RunFailure
 from testbed.infra.hosts import HostPool, HostStack, RemoteWorker
-from testbed.infra.stack import Stack
-from testbed.nemesis.kills import Crash, Cut, Kill, Killer
+from testbed.infra.stack import RunStack, Stack
+from testbed.nemesis.kills import Crash, Cut, Kill, Killer, Killing
 
 
 class HostKiller:
@@ -28,14 +30,14 @@ class HostKiller:
     def crash_provider(self) -> Crash:
         raise RunFailure("the provider was not started by this run: it cannot be crashed")
 
-    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill[RemoteWorker]:
         owner = self._pool.workers.get(worker)
         if owner is None or owner.killed:
             raise RunFailure(f"refusing to kill pid {horse_pid}: {worker!r} is not a live worker of this run's hosts")
         reply = self._carried_out(owner.host, Order(new_order_id(), OrderKind.KILL, worker, horse_pid, whole_worker))
         if whole_worker:
             owner.killed = True
-        return Kill(owner, reply.victims, reply.at, reply.confirmed_ms, reply.already_gone)  # type: ignore[arg-type]
+        return Kill(owner, reply.victims, reply.at, reply.confirmed_ms, reply.already_gone)
 
     def replace(self, worker: RemoteWorker) -> RemoteWorker:
         """The host reaps the killed worker and starts a fresh one for the run."""
@@ -67,8 +69,9 @@ class HostKiller:
         return reply
 
 
-def killer_for(stack: Stack) -> Killer | HostKiller:
+def killer_for(stack: RunStack) -> Killing[Any]:
     """Kills by this process on the workers it started, or by the hosts on theirs."""
     if isinstance(stack, HostStack):
         return HostKiller(stack.pool)
+    assert isinstance(stack, Stack)
     return Killer(stack.supervisor, stack.provider)

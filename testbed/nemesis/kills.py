@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from labcore.procs import Held, all_exited
 from testbed.errors import RunFailure
@@ -19,9 +20,19 @@ from testbed.infra.supervisor import Supervisor, WorkerProcess
 _CONFIRM_TIMEOUT = 5.0
 
 
+class Worker(Protocol):
+    """A worker as the controller names it: one this process started, or a host's."""
+
+    @property
+    def name(self) -> str: ...
+
+
+W = TypeVar("W", bound=Worker)
+
+
 @dataclass(frozen=True, slots=True)
-class Kill:
-    owner: WorkerProcess  # the worker whose work-horse was hit
+class Kill(Generic[W]):
+    owner: W  # the worker whose work-horse was hit
     victims: list[int]
     at: float
     confirmed_ms: float
@@ -46,6 +57,29 @@ class Cut:
 
 
 _NO_CUT = "partition cuts a worker host off the network: it needs the worker hosts (--hosts)"
+
+
+class Killing(Protocol[W]):
+    """The controller's hands: kills, crashes and cuts, carried out by this process on
+    the workers and provider it started (Killer), or by the hosts on theirs
+    (testbed.nemesis.host_kills.HostKiller). Each confirms what it did before it returns."""
+
+    @property
+    def provider_pid(self) -> int:
+        """The provider process this run can crash; 0 if none."""
+        ...
+
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill[W]: ...
+
+    def replace(self, worker: W) -> W:
+        """A fresh worker in place of one killed whole."""
+        ...
+
+    def crash_provider(self) -> Crash: ...
+
+    def cut(self, hit: str, worker: str) -> Cut: ...
+
+    def heal(self, hit: str) -> Cut: ...
 
 
 class Killer:
@@ -77,7 +111,7 @@ class Killer:
     def heal(self, hit: str) -> Cut:
         raise RunFailure(_NO_CUT)
 
-    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill[WorkerProcess]:
         """The work-horse (and, if asked, its worker first, so it cannot requeue the job itself).
         `worker`, when given, is the worker the hit came from: the pid must be its work-horse."""
         # Held from before the check of whose it is to the kill: if the pid changed hands in

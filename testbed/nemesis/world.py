@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 from redis import Redis
 
 from labcore.ids import JobKind, reminted_id
+from labcore.intent import OpIntent
 from labcore.keys import CellKeys
 from testbed.experiment.scenarios import Nemesis, Scenario
 from testbed.experiment.workload import replanned
@@ -26,9 +28,10 @@ class World:
     def change(self, scenario: Scenario, cell: str, keys: CellKeys, ledger: str, op: str, seq: int) -> None:
         nemesis = scenario.nemesis
         if nemesis is Nemesis.CHANGE_PAYLOAD:
-            intent = json.loads(self._redis.hget(keys.ops, op))
-            intent["payload"] = replanned(intent["payload"])
-            self._redis.hset(keys.ops, op, json.dumps(intent))
+            raw = self._redis.hget(keys.ops, op)
+            assert raw is not None  # stored before the op's first job
+            intent = OpIntent.decode(raw)
+            self._redis.hset(keys.ops, op, replace(intent, payload=replanned(intent.payload)).encode())
         elif nemesis is Nemesis.EXPIRE_KEYS:
             self._admin.advance_clock(ledger, scenario.contract.retention_seconds + 1)
         elif nemesis is Nemesis.WITHDRAW:

@@ -7,14 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.judge.checker import COUNT_FIELDS
-from testbed.judge.scorecard import camel, latency_stats
+from testbed.judge.scorecard import latency_stats
+from testbed.lab.results import ResultRow, Results
 from testbed.report import document
 from testbed.report.latency import replay_latency
 from testbed.report.tables import CellKey, stored_row_key
 
-# Every count a row carries, in the order of the results document.
-FIELDS = (*(camel(name) for name in COUNT_FIELDS), "kills", "faults")
 # A matched cell whose counts agree is still listed when its median replay latency changes by this factor.
 LATENCY_FACTOR = 2.0
 
@@ -36,19 +34,18 @@ class CellChange:
     latency: list[Change] = field(default_factory=list)  # ms: replay / requeue, median / p99
 
 
-def compare(
-    a: Mapping[str, Any], b: Mapping[str, Any], *, latency_factor: float | None = LATENCY_FACTOR
-) -> list[CellChange]:
+def compare(a: Results, b: Results, *, latency_factor: float | None = LATENCY_FACTOR) -> list[CellChange]:
     """Cells matched by (strategy, boundary, fault, scenario): those that differ, then those in one only."""
     rows_a, rows_b = _rows(a), _rows(b)
     out: list[CellChange] = []
     for key, (row_a, lat_a) in rows_a.items():
         if key not in rows_b:
-            out.append(CellChange(key, document.label(row_a), "only-a", (row_a.get("verdict"), None)))
+            out.append(CellChange(key, document.label(row_a), "only-a", (row_a.verdict, None)))
             continue
         row_b, lat_b = rows_b[key]
-        counts = [Change(f, row_a.get(f), row_b.get(f)) for f in FIELDS if row_a.get(f) != row_b.get(f)]
-        verdicts = (row_a.get("verdict"), row_b.get("verdict"))
+        counts_a, counts_b = row_a.counts(), row_b.counts()
+        counts = [Change(f, n, counts_b[f]) for f, n in counts_a.items() if n != counts_b[f]]
+        verdicts: tuple[str | None, str | None] = (row_a.verdict, row_b.verdict)
         latency = _latency_changes(lat_a, lat_b)
         if counts or verdicts[0] != verdicts[1]:
             status = "changed"
@@ -59,21 +56,21 @@ def compare(
         out.append(CellChange(key, document.label(row_a), status, verdicts, counts, latency))
     for key, (row_b, _) in rows_b.items():
         if key not in rows_a:
-            out.append(CellChange(key, document.label(row_b), "only-b", (None, row_b.get("verdict"))))
+            out.append(CellChange(key, document.label(row_b), "only-b", (None, row_b.verdict)))
     return out
 
 
 Latencies = dict[str, Mapping[str, float] | None]  # "replay" / "requeue" -> min / median / p99 / max
 
 
-def _rows(results: Mapping[str, Any]) -> dict[CellKey, tuple[Mapping[str, Any], Latencies]]:
-    rows: Sequence[Mapping[str, Any]] = results.get("rows", [])
-    out = {}
-    for row, history in zip(rows, document.histories(results), strict=True):
+def _rows(results: Results) -> dict[CellKey, tuple[ResultRow, Latencies]]:
+    out: dict[CellKey, tuple[ResultRow, Latencies]] = {}
+    for row, history in zip(results.rows, document.histories(results), strict=True):
         spans = [s for s in (replay_latency(events) for events in history.values()) if s is not None]
         requeue = latency_stats([s.requeue_ms for s in spans if s.requeue_ms is not None])
         # the run's own kill-to-replay figures; from the events when the row has none
-        replay = row.get("replayLatencyMs") or latency_stats([s.replay_ms for s in spans if s.replay_ms is not None])
+        stored = row.replay_latency_ms.model_dump() if row.replay_latency_ms is not None else None
+        replay = stored or latency_stats([s.replay_ms for s in spans if s.replay_ms is not None])
         out[stored_row_key(row)] = (row, {"replay": replay, "requeue": requeue})
     return out
 

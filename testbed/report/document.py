@@ -1,9 +1,9 @@
-"""A stored run, as the reports read it: results.json (as `write_results`
-wrote it) and, optionally, the run's event stream (pure).
+"""A stored run, as the reports read it: its results (`testbed.lab.results`)
+and, optionally, the run's event stream (pure).
 
-The event stream is the run store's history.jsonl: one event a line, the
-event's own fields (as under a row's `history`) plus the cell it belongs to
-(a row's `cell`) and its op:
+The event stream is the run store's history.jsonl (`testbed.lab.history`):
+each event's line carries the event's own fields (as under a row's
+`history`) with the cell it belongs to (a row's `cell`) and its op:
 
     {"type": "event", "cell": "c003", "op": "tenant-demo:notification:10",
      "event": "killed", "at": 1796016247.57, ...}
@@ -14,12 +14,11 @@ lines of other kinds (cells, per-op facts) are ignored here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from labcore.boundaries import parse_boundary
-from labcore.faults import Fault
-from testbed.experiment.matrix import Cell
+from testbed.lab.history import EventLine, Line
+from testbed.lab.results import ResultRow, Results
 from testbed.report.tables import RANDOM
 
 Event = Mapping[str, Any]
@@ -38,33 +37,23 @@ EVENT_KINDS = (
     "attempt-end",
 )
 FAULT_EVENTS = frozenset({"hit", "killed"})
-# What a stream line carries besides the event's own fields.
-_STREAM_FIELDS = ("type", "cell", "op")
 
 
-def cell_of(row: Mapping[str, Any]) -> Cell:
-    """The cell a stored row was run for (its label is the one the run printed)."""
-    spread = row["boundary"] == RANDOM
-    boundary = None if spread else parse_boundary(row["boundary"])
-    fault = Fault.KILL if row["fault"] == "none" else Fault(row["fault"])
-    return Cell(row["strategy"], boundary, fault, row["scenario"], spread)
+def label(row: ResultRow) -> str:
+    """The cell's label, as the run printed it."""
+    return row.as_cell().label
 
 
-def label(row: Mapping[str, Any]) -> str:
-    return cell_of(row).label
-
-
-def is_load(results: Mapping[str, Any]) -> bool:
+def is_load(results: Results) -> bool:
     """A `testbed load` run: said so, or recognisable by its rows (random boundaries, promises)."""
-    if results.get("command") is not None:
-        return results["command"] == "load"
-    rows = results.get("rows", [])
-    return any(r["boundary"] == RANDOM or "invariants" in r or "series" in r for r in rows)
+    if results.command is not None:
+        return results.command == "load"
+    return any(r.boundary == RANDOM or r.invariants is not None or r.series is not None for r in results.rows)
 
 
-def command(results: Mapping[str, Any]) -> str:
+def command(results: Results) -> str:
     """The command that made the run, where the document says or shows it; "run" otherwise."""
-    return str(results.get("command") or ("load" if is_load(results) else "run"))
+    return results.command or ("load" if is_load(results) else "run")
 
 
 def faulted(events: Iterable[Event]) -> bool:
@@ -72,23 +61,22 @@ def faulted(events: Iterable[Event]) -> bool:
     return any(e["event"] in FAULT_EVENTS for e in events)
 
 
-def histories(results: Mapping[str, Any], stream: Iterable[Mapping[str, Any]] | None = None) -> list[History]:
+def histories(results: Results, stream: Iterable[Line] | None = None) -> list[History]:
     """Per row (in the document's order), each op's events: the row's
     `history`, or the stream's events for the row's cell where it has any."""
-    rows: Sequence[Mapping[str, Any]] = results.get("rows", [])
-    out: list[History] = [dict(r.get("history") or {}) for r in rows]
+    rows = results.rows
+    out: list[History] = [{op: [e.as_dict() for e in events] for op, events in (r.history or {}).items()} for r in rows]
     if stream is None:
         return out
-    index = {r["cell"]: i for i, r in enumerate(rows) if "cell" in r}
+    index = {r.cell: i for i, r in enumerate(rows) if r.cell is not None}
     streamed: dict[int, History] = {}
-    for record in stream:
-        if record.get("event") not in EVENT_KINDS or "op" not in record:
+    for line in stream:
+        if not isinstance(line, EventLine) or line.event not in EVENT_KINDS:
             continue
-        i = index.get(record.get("cell"))
+        i = index.get(line.cell)
         if i is None:
             continue
-        event = {k: v for k, v in record.items() if k not in _STREAM_FIELDS}
-        streamed.setdefault(i, {}).setdefault(record["op"], []).append(event)
+        streamed.setdefault(i, {}).setdefault(line.op, []).append(line.stored_event())
     for i, history in streamed.items():
         out[i] = history
     return out

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from testbed.judge.scorecard import latency_stats
+from testbed.lab.history import Line as HistoryLine
+from testbed.lab.results import OpDifference, ResultRow, Results
 from testbed.report import document
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import (
@@ -40,19 +42,18 @@ from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import LEGEND, grid_text, grids, load_grid, stored_cell_text, stored_row_key
 
-Stored = Mapping[str, Any]  # a row of a results document
 DASH = "\u2013"  # an absent value
 MAX_TIMELINES_PER_CELL = 200  # a long load run's store may hold thousands of faulted ops per cell
 
 
 def render(
-    results: Mapping[str, Any],
-    history: Iterable[Mapping[str, Any]] | None = None,
+    results: Results,
+    history: Iterable[HistoryLine] | None = None,
     *,
     max_timelines_per_cell: int = MAX_TIMELINES_PER_CELL,
 ) -> str:
-    """The page for a results document; `history` is the run's event stream (see `document`)."""
-    rows: Sequence[Stored] = results.get("rows", [])
+    """The page for a run's results; `history` is the run's event stream (see `document`)."""
+    rows = results.rows
     per_row = document.histories(results, history)
     load = document.is_load(results)
     # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
@@ -64,7 +65,7 @@ def render(
         *([_load_section(rows)] if load else []),
         _timelines_section(rows, per_row, max_timelines_per_cell),
     ]
-    title = f"testbed {document.command(results)} {results.get('run', '')}".strip()
+    title = f"testbed {document.command(results)} {results.run}".strip()
     return _page(title, sections)
 
 
@@ -83,24 +84,28 @@ def _note(content: str) -> str:
 # ---------------------------------------------------------------- run
 
 
-def _run_section(results: Mapping[str, Any], load: bool) -> tuple[str, str, str]:
-    rows = results.get("rows", [])
-    passed = sum(r.get("verdict") != "fail" for r in rows)
-    verdict = results.get("verdict", "pass" if passed == len(rows) else "fail")
+def _run_section(results: Results, load: bool) -> tuple[str, str, str]:
+    rows = results.rows
+    passed = sum(r.passed for r in rows)
+    verdict = results.verdict
     badge = el("span", esc(verdict), class_=f"badge verdict-{verdict}", id="run-verdict")
     facts = [
-        *([("command", document.command(results))] if results.get("command") or load else []),
-        ("run", results.get("run", "")),
-        ("started", results.get("startedAt", "")),
-        ("wall", f"{results['wallSeconds']} s" if "wallSeconds" in results else ""),
-        ("seed", results.get("seed", "")),
+        *([("command", document.command(results))] if results.command or load else []),
+        ("run", results.run),
+        ("started", results.started_at),
+        ("wall", f"{results.wall_seconds} s"),
+        ("seed", results.seed),
         ("cells", f"{passed}/{len(rows)} as expected"),
     ]
     summary = el("dl", "".join(el("dt", esc(k)) + el("dd", esc(v)) for k, v in facts), class_="facts")
+    meta = {
+        "options": results.options.as_stored(),
+        "versions": results.versions,
+        "machine": results.machine.model_dump(by_alias=True),
+    }
     details = "".join(
-        el("details", el("summary", esc(name)) + _kv_table(_flat(results[name])), class_="meta")
-        for name in ("options", "versions", "machine")
-        if isinstance(results.get(name), Mapping)
+        el("details", el("summary", esc(name)) + _kv_table(_flat(values)), class_="meta")
+        for name, values in meta.items()
     )
     return "run", "Run", el("div", badge + summary, class_="run-head") + details
 
@@ -123,18 +128,18 @@ def _kv_table(values: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- heatmaps
 
 
-def outcome(row: Stored) -> str:
+def outcome(row: ResultRow) -> str:
     """What a cell shows, for its colour: clean, duplicates, missing, both, or ops held unresolved."""
-    dup, missing = row["duplicateEffects"] > 0, row["missingOperations"] > 0
+    dup, missing = row.duplicate_effects > 0, row.missing_operations > 0
     if dup and missing:
         return "both"
     if dup or missing:
         return "duplicates" if dup else "missing"
-    held = row.get("unresolved", 0) + row.get("conflicts", 0) + row.get("failedByProvider", 0)
+    held = row.unresolved + row.conflicts + row.failed_by_provider
     return "held" if held else "clean"
 
 
-def _heatmap_section(rows: Sequence[Stored], per_row: list[document.History]) -> tuple[str, str, str]:
+def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
     if not rows:
         return "heatmaps", "Cells", _note("This run has no cells.")
     groups = []
@@ -176,24 +181,22 @@ _OUTCOMES = (
 )
 
 
-def _heat_cell(row: Stored, i: int, group: int, timelines: bool) -> str:
-    """Stored i's cell in heatmap `group` (a control is in every heatmap of its scenario)."""
-    numbers = f"{row['effects']} / {row['missingOperations']} / {row['duplicateEffects']}"
-    marks = [
-        f"{row.get(name, 0)}{m}" for name, m in (("unresolved", "u"), ("conflicts", "c"), ("failedByProvider", "f"))
-    ]
+def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
+    """Row i's cell in heatmap `group` (a control is in every heatmap of its scenario)."""
+    numbers = f"{row.effects} / {row.missing_operations} / {row.duplicate_effects}"
+    marks = [f"{n}{m}" for n, m in ((row.unresolved, "u"), (row.conflicts, "c"), (row.failed_by_provider, "f"))]
     marks = [m for m in marks if not m.startswith("0")]
     body = el("span", esc(numbers), class_="nums")
     if marks:
         body += el("span", esc(" ".join(marks)), class_="marks")
-    verdict = row.get("verdict", "pass")
+    verdict = row.verdict
     if verdict == "fail":
         body = el("a", body + el("span", "differs", class_="differs"), href=f"#failure-{i}")
     elif timelines:
         body = el("a", body, href=f"#cell-{i}")
     label = document.label(row)
-    tooltip = f"{label}: {row['effects']} effects, {row['missingOperations']} missing, "
-    tooltip += f"{row['duplicateEffects']} duplicates, {row.get('kills', 0)} kills; {verdict}"
+    tooltip = f"{label}: {row.effects} effects, {row.missing_operations} missing, "
+    tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {verdict}"
     return el(
         "td",
         body,
@@ -201,44 +204,44 @@ def _heat_cell(row: Stored, i: int, group: int, timelines: bool) -> str:
         class_=f"cell outcome-{outcome(row)} verdict-{verdict}",
         title=tooltip,
         data_cell=label,
-        data_strategy=row["strategy"],
-        data_boundary=row["boundary"],
-        data_fault=row["fault"],
-        data_scenario=row["scenario"],
+        data_strategy=row.strategy,
+        data_boundary=row.boundary,
+        data_fault=row.fault,
+        data_scenario=row.scenario,
         data_verdict=verdict,
-        data_effects=row["effects"],
-        data_missing=row["missingOperations"],
-        data_duplicates=row["duplicateEffects"],
+        data_effects=row.effects,
+        data_missing=row.missing_operations,
+        data_duplicates=row.duplicate_effects,
     )
 
 
 # ---------------------------------------------------------------- failures
 
 
-def _failures_section(rows: Sequence[Stored], per_row: list[document.History]) -> tuple[str, str, str]:
-    failing = [(i, r) for i, r in enumerate(rows) if r.get("verdict") == "fail"]
+def _failures_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
+    failing = [(i, r) for i, r in enumerate(rows) if not r.passed]
     if not failing:
         return "failures", "Differences", _note("Every cell shows what its expectation predicts.")
     return "failures", f"Differences ({len(failing)})", "".join(_failure(i, r, per_row[i]) for i, r in failing)
 
 
-def _failure(i: int, row: Stored, history: document.History) -> str:
+def _failure(i: int, row: ResultRow, history: document.History) -> str:
     label = document.label(row)
-    items = "".join(el("li", esc(d)) for d in row.get("differences", []))
+    items = "".join(el("li", esc(d)) for d in row.differences)
     body = el("h3", esc(label)) + el("ul", items, class_="differences")
-    expected = row.get("expected", {})
+    expected = row.expected
     if expected:
-        observed = {k: row.get(k) for k in expected}
+        counts = row.counts()
+        observed = {k: counts.get(k) for k in expected}
         differing = [k for k in expected if expected[k] != observed[k]]
         if differing:
             body += _compare_table({k: expected[k] for k in differing}, {k: observed[k] for k in differing}, "fields")
         every = el("summary", "every counted field") + _compare_table(expected, observed, "expected-observed")
         body += el("details", every, class_="all-fields")
-    if row.get("held"):
-        fields = ("op", "state", "reason")
-        held = "".join(el("tr", "".join(el("td", esc(h.get(k, ""))) for k in fields)) for h in row["held"])
+    if row.held:
+        held = "".join(el("tr", "".join(el("td", esc(v)) for v in (h.op, h.state, h.reason))) for h in row.held)
         body += el("table", el("tr", "<th>held op</th><th>state</th><th>reason</th>") + held, class_="held")
-    ops = row.get("opDifferences") or []
+    ops = row.op_differences or []
     body += "".join(_op_difference(i, j, op) for j, op in enumerate(ops))
     if not ops:
         where = f' Its faulted ops are under <a href="#cell-{i}">timelines</a>.' if _faulted_ops(history) else ""
@@ -256,13 +259,12 @@ def _compare_table(expected: Mapping[str, Any], observed: Mapping[str, Any], cls
     return el("table", "".join(lines), class_=f"compare {cls}")
 
 
-def _op_difference(i: int, j: int, op: Mapping[str, Any]) -> str:
-    name = str(op.get("op", ""))
-    plan = op.get("plan") or []
-    steps = "".join(el("li", esc(_plan_step(p))) for p in plan)
-    body = el("h4", esc(name)) + (el("ol", steps, class_="plan") if plan else "")
-    body += _compare_table(op.get("expected") or {}, op.get("observed") or {}, "op-facts")
-    events = op.get("events") or []
+def _op_difference(i: int, j: int, op: OpDifference) -> str:
+    name = op.op
+    steps = "".join(el("li", esc(_plan_step(p.model_dump()))) for p in op.plan)
+    body = el("h4", esc(name)) + (el("ol", steps, class_="plan") if op.plan else "")
+    body += _compare_table(op.expected, op.observed, "op-facts")
+    events = [e.as_dict() for e in op.events]
     if events:
         model = op_timeline(events)
         body += el("div", timeline_svg(model), class_="plot") + _events_table(events, model.anchor)
@@ -282,7 +284,7 @@ def _faulted_ops(history: document.History) -> list[tuple[str, list[dict[str, An
     return [(op, events) for op, events in history.items() if events and document.faulted(events)]
 
 
-def _timelines_section(rows: Sequence[Stored], per_row: list[document.History], limit: int) -> tuple[str, str, str]:
+def _timelines_section(rows: Sequence[ResultRow], per_row: list[document.History], limit: int) -> tuple[str, str, str]:
     blocks, total = [], 0
     cells = [(i, r, _faulted_ops(per_row[i])) for i, r in enumerate(rows)]
     cells = [(i, r, ops) for i, r, ops in cells if ops]
@@ -294,10 +296,10 @@ def _timelines_section(rows: Sequence[Stored], per_row: list[document.History], 
         figures = "".join(_timeline_figure(i, j, label, op, events) for j, (op, events) in enumerate(shown))
         if len(shown) < len(ops):
             figures += _note(f"{len(shown)} of {len(ops)} faulted ops shown; the run's store holds every one.")
-        stats = row.get("replayLatencyMs")
-        latency = f"; replay median {stats['median']:,.1f} ms" if stats else ""
+        stats = row.replay_latency_ms
+        latency = f"; replay median {stats.median:,.1f} ms" if stats else ""
         summary = el("summary", esc(label) + el("span", esc(f"{len(ops)} faulted op(s){latency}"), class_="count"))
-        open_ = every <= 40 or row.get("verdict") == "fail"
+        open_ = every <= 40 or not row.passed
         blocks.append(
             el(
                 "details",
@@ -368,9 +370,9 @@ def _events_table(events: Sequence[Mapping[str, Any]], anchor: str) -> str:
 
 
 def _latency_section(
-    results: Mapping[str, Any], rows: Sequence[Stored], per_row: list[document.History]
+    results: Results, rows: Sequence[ResultRow], per_row: list[document.History]
 ) -> tuple[str, str, str]:
-    default = (results.get("options") or {}).get("recovery")
+    default = results.options.recovery
     modes: dict[str, dict[str, list[tuple[float, str]]]] = {}
     for i, row in enumerate(rows):
         label = document.label(row)
@@ -378,7 +380,7 @@ def _latency_section(
             spans = replay_latency(events)
             if spans is None:
                 continue
-            mode = modes.setdefault(recovery_mode(row["fault"], events, default), {"requeue": [], "replay": []})
+            mode = modes.setdefault(recovery_mode(row.fault, events, default), {"requeue": [], "replay": []})
             if spans.requeue_ms is not None:
                 mode["requeue"].append((spans.requeue_ms, f"{label}, {op}"))
             if spans.replay_ms is not None:
@@ -410,15 +412,15 @@ def _latency_figure(
     return el("figure", body, class_="latency-plot", data_mode=mode, data_kills=len(values["replay"]))
 
 
-def _latency_table(rows: Sequence[Stored]) -> str:
+def _latency_table(rows: Sequence[ResultRow]) -> str:
     """The run's own kill-to-replay figures per cell (`replayLatencyMs`), for every cell with kills."""
     lines = [el("tr", "".join(el("th", h) for h in ("cell", "kills", "replays", "min", "median", "p99", "max")))]
     for row in rows:
-        stats = row.get("replayLatencyMs")
-        if not stats:
+        stats = row.replay_latency_ms
+        if stats is None:
             continue
-        numbers = [f"{stats[k]:,.1f}" for k in ("min", "median", "p99", "max")]
-        cells = [document.label(row), row.get("kills", 0), row.get("replays", 0), *numbers]
+        numbers = [f"{n:,.1f}" for n in (stats.min, stats.median, stats.p99, stats.max)]
+        cells = [document.label(row), row.kills, row.replays, *numbers]
         lines.append(el("tr", "".join(el("td", esc(c)) for c in cells)))
     if len(lines) == 1:
         return ""
@@ -430,12 +432,12 @@ def _latency_table(rows: Sequence[Stored]) -> str:
 # ---------------------------------------------------------------- load
 
 
-def _load_section(rows: Sequence[Stored]) -> tuple[str, str, str]:
+def _load_section(rows: Sequence[ResultRow]) -> tuple[str, str, str]:
     grid = load_grid(rows)
     head = el("tr", "".join(el("th", esc(h)) for h in grid[0]))
     body = "".join(el("tr", "".join(el("td", esc(c)) for c in line)) for line in grid[1:])
     table = el("table", head + body, class_="stats load-table")
-    with_series = [r for r in rows if r.get("series")]
+    with_series = [r for r in rows if r.series]
     if not with_series:
         return "load", "Load", table + _note("The rows carry no time series (`series`): nothing to draw over time.")
     plots = [
@@ -445,7 +447,7 @@ def _load_section(rows: Sequence[Stored]) -> tuple[str, str, str]:
     ]
     figures = ""
     for metric, caption, points in plots:
-        lines = [Line(r["strategy"], points(r["series"])) for r in with_series]
+        lines = [Line(r.strategy, points([p.model_dump() for p in r.series or ()])) for r in with_series]
         chart = line_chart(lines, "seconds since the cell started")
         figures += el(
             "figure",

@@ -1,27 +1,28 @@
-"""What a run prints and stores: the article-style tables and results.json.
+"""What a run prints: the article-style tables.
 
 The tables are built from rows of either kind: the run's `Row` objects, or
-the rows of a stored results.json (dicts, as `Row.to_json` wrote them). Both
-go through the same grid (which cells, in which order, under which title)
-and the same cell text, so a report drawn from a stored run shows what the
-run printed.
+the rows of a stored results.json (`testbed.lab.results.ResultRow`). Both go
+through the same grid (which cells, in which order, under which title) and
+the same cell text, so a report drawn from a stored run shows what the run
+printed.
 """
 
 from __future__ import annotations
 
-import json
 import resource
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.judge.promises import OpReport
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from testbed.lab.results import ResultRow
 
 LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider, Nj jobs failed; ! differs from expectation"
 # Ops listed under a row that breaks its promise (all of them are in the results file).
@@ -52,16 +53,16 @@ def cell_text(row: Row) -> str:
     )
 
 
-def stored_cell_text(row: Mapping[str, Any]) -> str:
+def stored_cell_text(row: ResultRow) -> str:
     """`cell_text` of a row of a stored results.json."""
     return _cell_text(
-        row["effects"],
-        row["missingOperations"],
-        row.get("unresolved", 0),
-        row.get("conflicts", 0),
-        row.get("failedByProvider", 0),
-        row.get("jobsFailed", 0),
-        row.get("verdict") != "fail",
+        row.effects,
+        row.missing_operations,
+        row.unresolved,
+        row.conflicts,
+        row.failed_by_provider,
+        row.jobs_failed,
+        row.passed,
     )
 
 
@@ -70,8 +71,8 @@ def row_key(row: Row) -> CellKey:
     return (c.strategy, boundary_label(c.boundary), c.fault.value, c.scenario)
 
 
-def stored_row_key(row: Mapping[str, Any]) -> CellKey:
-    return (row["strategy"], row["boundary"], row["fault"], row["scenario"])
+def stored_row_key(row: ResultRow) -> CellKey:
+    return (row.strategy, row.boundary, row.fault, row.scenario)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,23 +171,6 @@ def op_difference(d: Mapping[str, Any]) -> list[str]:
     return [f"{d['op']} ({plan}): " + "; ".join(changed)]
 
 
-def results(meta: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
-    """The results document (results.json) of a run."""
-    document = {**meta, "verdict": "pass" if all(r.passed for r in rows) else "fail"}
-    document["rows"] = [r.to_json() for r in rows]
-    return document
-
-
-def write_json(path: Path, document: dict[str, Any]) -> None:
-    """Whole or not at all: written next to its place, then moved there."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(document, indent=2) + "\n")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def progress_line(index: int, total: int, row: Row) -> str:
     """A cell as it is judged, marked as its table cell will be."""
     verdict = "as expected" if row.passed else "DIFFERS"
@@ -198,23 +182,32 @@ def progress_line(index: int, total: int, row: Row) -> str:
 LOAD_HEADER = ["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]
 
 
-def _load_line(row: Mapping[str, Any]) -> list[str]:
+def _load_line(row: ResultRow) -> list[str]:
     """One strategy's line of the load table, from a row's stored fields."""
-    wall = row["wallSeconds"]
-    rate = (row["intended"] + row["replays"]) / wall if wall else 0.0
-    counts = ("effects", "duplicateEffects", "missingOperations", "unresolved", "falseCompletions", "kills")
-    verdict = "holds" if row.get("verdict") != "fail" else "BROKEN"
-    return [row["strategy"], *(str(row[name]) for name in counts), f"{rate:.0f}", verdict]
+    wall = row.wall_seconds
+    rate = (row.intended + row.replays) / wall if wall else 0.0
+    counts = (
+        row.effects,
+        row.duplicate_effects,
+        row.missing_operations,
+        row.unresolved,
+        row.false_completions,
+        row.kills,
+    )
+    verdict = "holds" if row.passed else "BROKEN"
+    return [row.strategy, *(str(n) for n in counts), f"{rate:.0f}", verdict]
 
 
-def load_grid(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def load_grid(rows: Sequence[ResultRow]) -> list[list[str]]:
     """The load table's header and lines, for rows of a stored results.json."""
     return [LOAD_HEADER, *(_load_line(r) for r in rows)]
 
 
 def load_table(rows: Sequence[Row], note: str) -> str:
     """One line per strategy: what the provider recorded, what the strategy promises, and how fast."""
-    stored = [r.to_json() | {"wallSeconds": r.wall_seconds} for r in rows]
+    from testbed.lab.results import parse_row, row_json
+
+    stored = [parse_row(row_json(r) | {"wallSeconds": r.wall_seconds}) for r in rows]
     return "\n".join([f"load: {note}", *aligned(load_grid(stored))])
 
 

@@ -31,7 +31,7 @@ import psutil
 import pytest
 
 from testbed.experiment.scenarios import SCENARIOS
-from testbed.lab.store import PROVIDER_LOG, PROVIDER_RECORDS
+from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
 from tests import compose
 
 pytestmark = pytest.mark.e2e

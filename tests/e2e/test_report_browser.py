@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.lab import results as stored
 from testbed.report import document, html
 from testbed.report.latency import recovery_mode
 from tests.dom import Node, parse
@@ -59,7 +60,7 @@ def open_in_browser(binary: str, page: Path, profile: Path, *extra: str) -> str:
 def render_and_open(ran: Ran, workdir: Path) -> tuple[Node, Path]:
     assert ran.results is not None, ran.stderr
     page = workdir / "report.html"
-    page.write_text(html.render(ran.results))
+    page.write_text(html.render(stored.parse(ran.results)))
     assert BROWSER is not None
     binary = BROWSER
     dom = parse(open_in_browser(binary, page, workdir / "profile", "--dump-dom"))
@@ -74,7 +75,7 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
     assert dom.one("span", id="run-verdict").all_text() == results["verdict"]
     # every cell in a heatmap, with its counts and verdict
     for row in rows:
-        label = document.label(row)
+        label = label_of(row)
         cells = dom.find_all("td", "cell", data_cell=label)
         assert cells, f"no heatmap cell for {label}"
         for cell in cells:
@@ -89,7 +90,7 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
         for op, events in (row.get("history") or {}).items():
             if not document.faulted(events):
                 continue
-            figure = dom.one("figure", "timeline", data_cell=document.label(row), data_op=op)
+            figure = dom.one("figure", "timeline", data_cell=label_of(row), data_op=op)
             plot = figure.one("svg", "timeline-svg")
             workers = {e["worker"] for e in events if e["event"] == "attempt-start"}
             assert workers <= {lane.attrs["data-worker"] for lane in plot.find_all("g", "lane")}
@@ -108,9 +109,13 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
     # every cell that differs, with its differences
     for row in rows:
         if row["verdict"] == "fail":
-            failure = dom.one("div", "failure", data_cell=document.label(row))
+            failure = dom.one("div", "failure", data_cell=label_of(row))
             items = [li.all_text() for li in failure.one("ul", "differences").find_all("li")]
             assert items == row["differences"]
+
+
+def label_of(row: dict) -> str:
+    return document.label(stored.parse_row(row))
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,12 @@ import json
 import shutil
 import sqlite3
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import jsonschema
 import pytest
 
+from testbed.lab import results
 from tests.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
@@ -39,6 +42,41 @@ def test_the_run_is_kept_with_its_history_log_and_logs(stored):
         assert db.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 20 + 22 + 20 + 20
     assert (run / "logs" / "provider.log").exists() and list((run / "logs" / "workers").glob("w*.log"))
     assert_left_nothing(ran)
+
+
+def test_a_fresh_runs_files_match_the_published_schemas(stored):
+    workdir, ran = stored
+    run = workdir / "runs" / ran.results["run"]
+    reference = Path(__file__).resolve().parents[2] / "docs" / "reference"
+    schema = json.loads((reference / "results.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads((run / "results.json").read_text()))
+    assert [r.cell for r in results.read(run / "results.json").rows] == ["c001", "c002", "c003", "c004"]
+    line = jsonschema.Draft202012Validator(json.loads((reference / "history.schema.json").read_text()))
+    for text in (run / "history.jsonl").read_text().splitlines():
+        line.validate(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        ("results.json", "results.json does not match the results schema: rows.1.effects: expected an integer"),
+        ("history.jsonl", "history.jsonl:1 does not match the history schema: cell.ledger: expected a string"),
+    ],
+)
+def test_check_refuses_a_run_whose_files_do_not_match_their_schema(stored, tmp_path, tamper, said):
+    workdir, ran = stored
+    copy = tmp_path / "copy"
+    shutil.copytree(workdir / "runs" / ran.results["run"], copy)
+    if tamper == "results.json":
+        document = json.loads((copy / tamper).read_text())
+        document["rows"][1]["effects"] = str(document["rows"][1]["effects"])
+        (copy / tamper).write_text(json.dumps(document, indent=2))
+    else:
+        first, *rest = (copy / tamper).read_text().splitlines(keepends=True)
+        (copy / tamper).write_text(json.dumps(json.loads(first) | {"ledger": 7}) + "\n" + "".join(rest))
+    checked = stored_command([str(copy)], workdir, "check")
+    assert checked.code == 2 and checked.stdout == ""
+    assert checked.stderr == f"testbed: error: {copy / tamper}{said.removeprefix(tamper)}\n"
 
 
 def test_junit_has_one_case_per_cell(stored):

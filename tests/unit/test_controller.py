@@ -47,7 +47,7 @@ class FakeKiller:
             raise RunFailure(f"refusing to kill pid {horse_pid}")
         self.log.append(("kill", horse_pid, whole_worker))
         owner = FakeWorker("w1", 10)
-        return Kill(owner, [10, horse_pid] if whole_worker else [horse_pid], 1.0, 0.5, [])  # type: ignore[arg-type]
+        return Kill(owner, [10, horse_pid] if whole_worker else [horse_pid], 1.0, 0.5, [])
 
     def replace(self, worker: FakeWorker) -> FakeWorker:
         self.log.append(("replace", worker.name))

@@ -6,7 +6,9 @@ import pytest
 
 from provider.store import ReferenceRecord
 from testbed.errors import UsageError
-from testbed.lab.store import PROVIDER_RECORDS, RunDir, StoredRecords
+from testbed.lab.history import records_line
+from testbed.lab.layout import PROVIDER_RECORDS
+from testbed.lab.store import RunDir, StoredRecords
 
 OPS = [f"op-{n}" for n in range(1, 1501)]
 
@@ -19,9 +21,9 @@ def test_the_records_kept_as_the_run_judged_are_read_back(tmp_path):
     run = RunDir(tmp_path)
     for ledger, records in said.items():
         for op, record in records.items():  # a line per logical action, as the runner writes them
-            run.keep_records(ledger, {op: record})
+            run.keep_records(records_line(ledger, {op: record}))
     run.close()
-    kept = StoredRecords(tmp_path / PROVIDER_RECORDS)
+    kept = StoredRecords(tmp_path)
     for ledger, records in said.items():
         assert kept.records(ledger, [*records, "op-unknown"]) == records
     assert kept.records("run.c001", [OPS[-1]]) == {}
@@ -40,5 +42,5 @@ def test_a_run_on_its_own_provider_writes_no_records_file(tmp_path):
 def test_a_records_file_the_lab_did_not_write_is_refused_in_one_line(tmp_path, line):
     path = tmp_path / PROVIDER_RECORDS
     path.write_text(line + "\n")
-    with pytest.raises(UsageError, match="not a provider's records"):
-        StoredRecords(path)
+    with pytest.raises(UsageError, match=r"provider-records\.jsonl:1 does not match the provider records schema: "):
+        StoredRecords(tmp_path)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from testbed.lab import history
+from testbed.lab import results as stored
 from testbed.lab.series import Series
 from testbed.report import document, html, tables
 from testbed.report.compare import compare, render_text
@@ -120,14 +123,12 @@ def chaos_results() -> dict:
         ],
         replayLatencyMs=lat,
     )
-    return {
-        "run": "20261130-000000-abcdef",
-        "startedAt": "2026-11-30T00:00:00Z",
-        "wallSeconds": 3.2,
-        "seed": 0,
-        "options": {"ops": 10, "recovery": "forced"},
-        "verdict": "fail",
-        "rows": [
+    return document_of(
+        run="20261130-000000-abcdef",
+        wallSeconds=3.2,
+        options={"ops": 10, "retries": 1, "recovery": "forced"},
+        verdict="fail",
+        rows=[
             row("retry-only", "none"),
             row("provider-key", "none"),
             failing,
@@ -164,18 +165,33 @@ def chaos_results() -> dict:
                 history={"tenant-demo:notification:8": worker_killed(T + 20)},
             ),
         ],
-    }
+    )
+
+
+def document_of(**fields) -> dict:
+    """A results document as a run writes it (no command: as the oldest runs), with these fields."""
+    return {
+        "testbed": "0.1.0",
+        "run": "r",
+        "startedAt": "2026-11-30T00:00:00Z",
+        "wallSeconds": 1.0,
+        "seed": 0,
+        "options": {"ops": 10, "retries": 1},
+        "versions": {"testbed": "0.1.0"},
+        "machine": {"platform": "Linux", "cpus": 2},
+        "verdict": "pass",
+    } | fields
 
 
 @pytest.fixture
 def page():
-    return parse(html.render(chaos_results()))
+    return parse(html.render(stored.parse(chaos_results())))
 
 
 def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page):
-    results = chaos_results()
+    rows = stored.parse(chaos_results()).rows
     labels = {c.attrs["data-cell"] for c in page.find_all("td", "cell")}
-    assert labels == {document.label(r) for r in results["rows"]} and len(labels) == len(results["rows"])
+    assert labels == {document.label(r) for r in rows} and len(labels) == len(rows)
     dup = page.one("td", "cell", data_strategy="retry-only", data_boundary="after-effect", data_fault="kill")
     assert {"outcome-duplicates", "verdict-fail"} <= dup.classes
     assert (dup.attrs["data-effects"], dup.attrs["data-missing"], dup.attrs["data-duplicates"]) == ("11", "0", "1")
@@ -242,7 +258,7 @@ def test_a_failing_cell_lists_its_differences_and_ops(page):
 
 
 def test_the_page_needs_nothing_from_elsewhere():
-    markup = html.render(chaos_results())
+    markup = html.render(stored.parse(chaos_results()))
     dom = parse(markup)
     assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
     assert "http://" not in markup.replace('xmlns="http://www.w3.org/2000/svg"', "")
@@ -253,10 +269,12 @@ def test_history_stream_replaces_the_rows_history():
     results = chaos_results()
     results["rows"] = [row("retry-only", "after-effect", kills=1, faults=1, cell="c001")]  # no history in the row
     key = {"type": "event", "cell": "c001"}
-    stream = [key | {"op": "op-1"} | e for e in horse_killed(T)]
-    stream.append({"type": "facts", "cell": "c001", "op": "op-1", "event": "facts", "at": T + 1})  # not an event
-    stream.append(stream[0] | {"cell": "c002", "op": "op-of-a-cell-not-in-the-results"})
-    dom = parse(html.render(results, stream))
+    lines = [key | {"op": "op-1"} | e for e in horse_killed(T)]
+    facts = {"op": "op-1", "attempts": 2, "outcome": "completed", "detail": "eff_9", "jobFailed": False}
+    lines.append({"type": "facts", "cell": "c001", "intent": "op-1", "ops": [facts]})  # not an event
+    lines.append(lines[0] | {"cell": "c002", "op": "op-of-a-cell-not-in-the-results"})
+    stream = [history.parse_line(json.dumps(line)) for line in lines]
+    dom = parse(html.render(stored.parse(results), stream))
     (figure,) = dom.find_all("figure", "timeline")
     assert figure.attrs["data-op"] == "op-1"
     assert len(figure.one("table", "events").find_all("tr")) == 1 + len(horse_killed(T))
@@ -275,7 +293,7 @@ def test_load_run_draws_throughput_kills_and_effects_per_strategy():
         row("retry-only", "random", kills=10, effects=110, duplicateEffects=10, series=points),
         row("provider-key", "random", kills=10, series=points),
     ]
-    dom = parse(html.render({"run": "r", "options": {"killRate": 0.1}, "rows": rows}))
+    dom = parse(html.render(stored.parse(document_of(options={"ops": 10, "retries": 1, "killRate": 0.1}, rows=rows))))
     plots = {p.attrs["data-metric"]: p for p in dom.find_all("figure", "load-plot")}
     assert set(plots) == {"throughput", "kills", "effects"}
     for plot in plots.values():
@@ -284,7 +302,7 @@ def test_load_run_draws_throughput_kills_and_effects_per_strategy():
             "provider-key",
         ]
     assert dom.one("table", "load-table").find_all("tr")[1].find_all("td")[0].all_text() == "retry-only"
-    without = parse(html.render({"run": "r", "rows": [row("retry-only", "random", invariants=[])]}))
+    without = parse(html.render(stored.parse(document_of(rows=[row("retry-only", "random", invariants=[])]))))
     assert without.find_all("section", id="load") and not without.find_all("figure", "load-plot")
 
 
@@ -301,7 +319,7 @@ def test_replay_latency_of_an_op():
 
 
 def test_stored_rows_print_the_runs_table():
-    rows = chaos_results()["rows"][:5]
+    rows = stored.parse(chaos_results()).rows[:5]
     grid = tables.grids(rows, tables.stored_row_key)[0]
     assert grid.columns == ["none", "before-effect", "after-effect"]
     assert grid.strategies == ["retry-only", "record-before", "provider-key"]
@@ -316,7 +334,7 @@ def test_stored_rows_print_the_runs_table():
 def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
     results = chaos_results()
     path = tmp_path / "ci" / "junit.xml"
-    write_junit(path, results)
+    write_junit(path, stored.parse(results))
     top = ET.parse(path).getroot()
     suite = top.find("testsuite")
     assert suite is not None
@@ -340,7 +358,7 @@ def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
     moved["replayLatencyMs"] = {"min": 350.0, "median": 350.0, "p99": 410.0, "max": 410.0}
     del b["rows"][0]
     b["rows"].append(row("reconcile", "none"))
-    changes = compare(a, b)
+    changes = compare(stored.parse(a), stored.parse(b))
     by_status = {c.status: c for c in changes}
     assert sorted(c.status for c in changes) == ["changed", "only-a", "only-b"]
     changed = by_status["changed"]
@@ -351,7 +369,7 @@ def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
     text = render_text(changes, "run-a", "run-b")
     assert text.splitlines()[0] == "run-a -> run-b: 1 cell(s) differ, 1 only in run-a, 1 only in run-b"
     assert "effects 10 -> 11; duplicateEffects 0 -> 1" in text
-    assert compare(a, copy.deepcopy(a)) == []
+    assert compare(stored.parse(a), stored.parse(a)) == []
     assert render_text([], "a", "b") == "a -> b: every cell shows the same counts and verdict"
 
 
@@ -359,9 +377,9 @@ def test_compare_lists_a_cell_whose_replays_got_much_slower():
     a = chaos_results()
     b = copy.deepcopy(a)
     b["rows"][3]["replayLatencyMs"] = {"min": 900.0, "median": 900.0, "p99": 900.0, "max": 900.0}
-    (slower,) = compare(a, b)
+    (slower,) = compare(stored.parse(a), stored.parse(b))
     assert slower.status == "latency" and slower.counts == []
-    assert compare(a, b, latency_factor=None) == []
+    assert compare(stored.parse(a), stored.parse(b), latency_factor=None) == []
 
 
 def test_the_run_caption_names_the_faulted_ops_in_english():

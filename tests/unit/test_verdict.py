@@ -9,6 +9,7 @@ from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import MAX_NAMED_OPS, Judgement, judge
+from testbed.lab.results import row_json
 
 CELL = Cell("record-after", Boundary.AFTER_EFFECT)
 PLAN = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)
@@ -45,7 +46,7 @@ def test_an_effect_missing_from_the_log_is_named_with_its_plan_and_facts():
     assert twenty.plan == [{"attempt": 1, "boundary": "after-effect", "fault": "kill"}]
     assert (twenty.expected["effects"], twenty.observed["effects"]) == (2, 1)
     assert named["tenant-demo:notification:37"].plan == []
-    assert row.to_json()["opDifferences"][0]["op"] == "tenant-demo:notification:20"
+    assert row_json(row)["opDifferences"][0]["op"] == "tenant-demo:notification:20"
 
 
 def test_the_named_ops_are_capped():
@@ -63,4 +64,4 @@ def test_load_rows_are_judged_by_the_same_verdict_with_promises():
     observed[0] = [replace(observed[0][0], effects=2)]
     row = judge(Judgement(cell, plan, 50, 1, promises=True), observed, seen(kills, kills), 4, 1.0)
     assert "no effect twice: duplicateEffects = 1" in row.problems
-    assert row.to_json()["invariants"]
+    assert row_json(row)["invariants"]

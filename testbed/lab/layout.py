@@ -1,0 +1,45 @@
+"""A stored run as a whole: the files of `runs/<run-id>/`, and what each holds.
+
+Each format is written and read in one module: results.json in
+`testbed.lab.results`, the two line files in `testbed.lab.history`; their
+JSON Schemas are published in docs/reference/ (`testbed.lab.reference`).
+The run store (`testbed.lab.store`) makes the directory and keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RESULTS = "results.json"
+HISTORY = "history.jsonl"
+PROVIDER_LOG = "provider.sqlite3"
+PROVIDER_RECORDS = "provider-records.jsonl"
+LOGS = "logs"
+REPORT = "report.html"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    name: str
+    holds: str
+    always: bool  # every stored run has it
+
+
+FILES = (
+    StoredFile(RESULTS, "the run's results, as --json writes them", True),
+    StoredFile(
+        HISTORY,
+        "written as the run goes: each cell as it starts, every event of its watched ops, anomalies,"
+        " and each op's local facts as its cell is judged (the provider's side stays in its log)",
+        True,
+    ),
+    StoredFile(PROVIDER_LOG, "a consistent copy of the effect log of a provider the run started (SQLite)", False),
+    StoredFile(
+        PROVIDER_RECORDS,
+        "for a provider the run did not start (its log stays on its host): what its audit said of each op,"
+        " as the run judged it",
+        False,
+    ),
+    StoredFile(LOGS, "the logs of the run's processes (provider, workers, Redis)", True),
+    StoredFile(REPORT, "the run's report page, once --report or `testbed report` has written it", False),
+)

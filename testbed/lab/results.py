@@ -1,0 +1,356 @@
+"""results.json: what a run says of itself and of each of its cells, as
+`--json` writes it and the run store keeps it. Written and parsed here only.
+
+A run writes it once, at its end (`document`, `write`), from its rows
+(`testbed.judge.scorecard.Row`) and what its session says of the run; the
+stored-run commands, the recheck and the reports read it back as `Results`
+(`read`), checked against these records. `results_schema()` is its JSON
+Schema, as the docs publish it (docs/reference/results.schema.json).
+
+Runs stored before a field was added still read: such fields have defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic.functional_validators import ModelWrapValidatorHandler
+
+from labcore.boundaries import parse_boundary
+from labcore.faults import Fault
+from testbed.errors import UsageError
+from testbed.experiment.matrix import Cell
+from testbed.judge.checker import COUNT_FIELDS
+from testbed.judge.scorecard import Row, camel
+from testbed.lab.formats import Invalid, Record, StoredEvent, published, shown
+from testbed.lab.history import cell_fields
+from testbed.lab.layout import RESULTS
+from workers.strategies import STRATEGIES
+
+Verdict = Literal["pass", "fail"]
+
+
+# ---------------------------------------------------------------- a row
+
+
+class LatencyStats(Record):
+    """Kill to the op's next attempt, in ms, over the cell's killed ops (p99: nearest rank)."""
+
+    min: float
+    median: float
+    p99: float
+    max: float
+
+
+class HeldOp(Record):
+    """An op whose outcome the worker could not establish: held and shown, never counted as done."""
+
+    op: str
+    state: str = Field(description="unresolved or conflict")
+    reason: str
+
+
+class PlannedFault(Record):
+    attempt: int
+    boundary: str
+    fault: str
+
+
+class OpDifference(Record):
+    """An op whose facts differ from the model's."""
+
+    op: str
+    plan: list[PlannedFault] = Field(description="The faults armed on its attempts.")
+    expected: dict[str, Any] = Field(
+        description="Its facts as the model predicts them (attempts, effects, outcome, ...)."
+    )
+    observed: dict[str, Any] = Field(description="Its facts as the run saw them.")
+    events: list[StoredEvent] = Field(description="What happened to it, in time order.")
+
+
+class BreakingOp(Record):
+    """An op that breaks the promise a user's job is judged against."""
+
+    op: str = Field(description="The op as the user's job was given it.")
+    breach: Literal["duplicated", "missing"]
+    effects: int = Field(description="In the provider's log, withdrawn ones included.")
+    withdrawn: int
+    requests: int = Field(description="Effect calls that reached the provider.")
+    attempts: int
+    job: str = Field(description="finished, failed or not over.")
+    fault: str = Field(description="The faults armed on it, and whether they were reached.")
+
+
+class PromiseVerdict(Record):
+    """A user's job judged against its promise (exactly-once, at-least-once, at-most-once)."""
+
+    promise: str
+    kept: bool
+    duplicated: int = Field(description="Ops with more than one effect.")
+    missing: int = Field(description="Ops with no effect and no permanent error from the provider.")
+    ops: list[BreakingOp] = Field(description="The first ops that break it.")
+    unreached: int = Field(0, description="Armed faults the job never reached.")
+
+
+class SeriesPoint(Record):
+    """A load cell's progress, `t` seconds after it started."""
+
+    t: float
+    over: int = Field(description="Jobs returned or given up so far.")
+    kills: int
+    effects: int = Field(description="Effects at the provider so far.")
+
+
+class ResultRow(Record):
+    """One cell: what the provider recorded (effects are counted from its log, never
+    from the workers'), what the run did, and the verdict against the expectation."""
+
+    strategy: str = Field(description="A built-in strategy, or a user's job as it was given (module:function).")
+    boundary: str = Field(description="Where the fault struck: none (the control), a boundary, or random (load).")
+    injected: bool = Field(description="A fault was armed in this cell.")
+    intended: int = Field(description="Operations (logical actions) of the cell.")
+    requests: int = Field(description="Effect calls that reached the provider.")
+    kills: int = Field(description="Processes killed by the controller.")
+    effects: int = Field(description="Effects in the provider's log.")
+    duplicate_effects: int = Field(description="Effects beyond the first of an operation.")
+    missing_operations: int = Field(description="Operations with no effect and no permanent error from the provider.")
+    skipped_without_effect: int = Field(description="Missing operations the application skipped, believing them done.")
+    fault: str = Field(
+        description="The fault armed (kill, kill-worker, timeout, late, provider-crash, partition); none for a control."
+    )
+    scenario: str
+    workers: int = Field(description="RQ worker processes.")
+    faults: int = Field(0, description="Armed boundaries reached.")
+    lookups: int = Field(0, description="Lookups of an op's reference at the provider.")
+    unresolved: int = Field(0, description="Operations whose outcome the worker could not establish (held).")
+    conflicts: int = Field(0, description="Operations the provider refused as a conflict (held).")
+    failed_by_provider: int = Field(0, description="Operations the provider answered with a permanent error.")
+    false_completions: int = Field(0, description="The local ledger says done; the provider has no effect.")
+    unrecorded_effects: int = Field(0, description="The provider has the effect; the local ledger does not say done.")
+    withdrawn_effects: int = 0
+    jobs_failed: int = Field(0, description="Jobs RQ gave up on.")
+    replays: int = Field(0, description="Attempts after an operation's first.")
+    replay_latency_ms: LatencyStats | None = None
+    wall_seconds: float
+    expected: dict[str, int] = Field(
+        default_factory=dict,
+        description="The counts the cell must show, by name: the model's, or the user's (--expect).",
+    )
+    verdict: Verdict
+    differences: list[str] = Field(
+        default_factory=list, description="Each way the cell differs from its expectation, or breaks a promise."
+    )
+    held: list[HeldOp] = Field(default_factory=list)
+    history: dict[str, list[StoredEvent]] | None = Field(
+        None, description="Each watched op's events (not kept under load)."
+    )
+    invariants: list[str] | None = Field(
+        None, description="What the strategy promises under load, checked on this row."
+    )
+    promise: PromiseVerdict | None = Field(None, description="A user's job's verdict against its promise.")
+    cell: str | None = Field(None, description="The cell's id in the run (its lines in history.jsonl).")
+    series: list[SeriesPoint] | None = Field(None, description="A load cell's progress over time.")
+    op_differences: list[OpDifference] | None = Field(
+        None, description="The first ops whose facts differ from the model's, when the cell differs."
+    )
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict != "fail"
+
+    def as_cell(self) -> Cell:
+        """The cell the row was run for (its label is the one the run printed)."""
+        spread = self.boundary == "random"
+        boundary = None if spread else parse_boundary(self.boundary)
+        fault = Fault.KILL if self.fault == "none" else Fault(self.fault)
+        handler = None if self.strategy in STRATEGIES else self.strategy  # a user's job, named as given
+        return Cell(self.strategy, boundary, fault, self.scenario, spread=spread, handler=handler)
+
+    def counts(self) -> dict[str, int]:
+        """Every count the row carries, by its name in the file, in the file's order."""
+        return {camel(name): getattr(self, name) for name in (*COUNT_FIELDS, "kills", "faults")}
+
+
+# ---------------------------------------------------------------- the run
+
+
+class WorkerSettings(Record):
+    """RQ's own knobs for noticing dead workers (`rq worker` options)."""
+
+    worker_ttl: int
+    maintenance_interval: int
+    job_monitoring_interval: int
+
+
+class RunOptions(Record):
+    """What the command was given: each command (chaos, replay, load) has its own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    matrix: str | None = Field(None, description="chaos: article or full.")
+    ops: int = Field(description="Operations per cell.")
+    every: int | None = Field(None, description="chaos, replay: the first attempt of every n-th op is faulted.")
+    parallel: int | None = Field(None, description="Cells in flight at once.")
+    workers: int | None = None
+    redis: Literal["private", "shared"] | None = None
+    handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
+    promise: str | None = Field(None, description="What users' jobs are judged against.")
+    kill_rate: float | None = Field(None, description="load: the chance that an attempt (not the last) is killed.")
+    boundaries: list[str] | None = Field(None, description="load: the boundaries kills are drawn from.")
+    fault: str | None = Field(None, description="load: the fault.")
+    retries: int = Field(description="RQ retries per job.")
+    window: int | None = Field(None, description="load: jobs enqueued ahead of the workers at most.")
+    client_timeout: float | None = Field(
+        None,
+        description="Seconds a worker's call to the provider may take where the fault is the client's own timeout.",
+    )
+    recovery: Literal["forced", "rq"] | None = Field(
+        None,
+        description="Who brings back the job of a worker killed whole: the controller (forced) or RQ's own"
+        " maintenance.",
+    )
+    worker_settings: WorkerSettings | None = None
+    expect: dict[str, list[int]] | None = Field(
+        None, description="chaos: cell label -> [effects, missing] the user expects instead of the model's."
+    )
+    peak_rss_mb: float | None = Field(None, description="load: the testbed process's peak resident memory.")
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ModelWrapValidatorHandler[RunOptions]) -> RunOptions:
+        made = handler(data)
+        if isinstance(data, dict):
+            made._order = tuple(data)
+        return made
+
+    def as_stored(self) -> dict[str, Any]:
+        """The options as the file has them, in its order."""
+        dumped = self.model_dump(by_alias=True, exclude_unset=True)
+        return {name: dumped[name] for name in self._order if name in dumped} | dumped
+
+
+class Machine(Record):
+    platform: str
+    cpus: int | None
+
+
+class Results(Record):
+    """A run of `testbed chaos`, `replay` or `load`: what it was given, what it ran on,
+    and a row per cell judged. The JSON written by `--json` and kept as a stored run's
+    results.json."""
+
+    command: Literal["chaos", "replay", "load"] | None = Field(None, description="Absent from the oldest runs.")
+    incomplete: bool = Field(
+        False, description="A part of the stack failed during the run: the rows are the cells judged before."
+    )
+    failure: str | None = Field(None, description="What failed, when the run is incomplete.")
+    not_run: list[str] = Field(default_factory=list, description="The cells not judged, when the run is incomplete.")
+    testbed: str = Field(description="The lab's version.")
+    run: str = Field(description="The run's id (its directory in the run store).")
+    started_at: str = Field(description="UTC, ISO 8601.")
+    wall_seconds: float
+    seed: int
+    options: RunOptions
+    versions: dict[str, str] = Field(description="Of the lab, its libraries, Python and the Redis server.")
+    machine: Machine
+    verdict: Verdict = Field(description="pass: every cell as expected.")
+    rows: list[ResultRow]
+
+    def judged_again(self, rows: Sequence[Row]) -> Results:
+        """The same run with these rows in place of its own (`testbed check`)."""
+        again = [parse_row(row_json(row)) for row in rows]
+        verdict: Verdict = "pass" if all(r.passed for r in rows) else "fail"
+        return self.model_copy(update={"rows": again, "verdict": verdict})
+
+
+# ---------------------------------------------------------------- writing
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """A row as results.json holds it."""
+    c = row.counts
+    cell = cell_fields(row.cell)
+    out: dict[str, Any] = {
+        "strategy": cell["strategy"],
+        "boundary": cell["boundary"],
+        "injected": row.cell.injected,
+        "intended": c.intended,
+        "requests": c.requests,
+        "kills": row.kills,
+        "effects": c.effects,
+        "duplicateEffects": c.duplicate_effects,
+        "missingOperations": c.missing_operations,
+        "skippedWithoutEffect": c.skipped_without_effect,
+        "fault": cell["fault"],
+        "scenario": cell["scenario"],
+        "workers": row.workers,
+        "faults": row.faults,
+    }
+    for name in COUNT_FIELDS:
+        out.setdefault(camel(name), getattr(c, name))
+    out["replayLatencyMs"] = row.replay_latency_ms
+    out["wallSeconds"] = round(row.wall_seconds, 3)
+    expected = row.expected
+    out["expected"] = {camel(k): v for k, v in expected.counts.items() if k not in expected.inexact}
+    out["verdict"] = "pass" if row.passed else "fail"
+    out["differences"] = row.problems
+    out["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in row.held]
+    out.update(row.extra)
+    if row.op_differences:
+        out["opDifferences"] = [d.to_json() for d in row.op_differences]
+    return out
+
+
+def document(meta: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
+    """The results document of a run: `meta` (what the session says of it) and its rows."""
+    out = {**meta, "verdict": "pass" if all(r.passed for r in rows) else "fail"}
+    out["rows"] = [row_json(r) for r in rows]
+    return out
+
+
+def write(path: Path, results: dict[str, Any]) -> None:
+    """Whole or not at all: written next to its place, then moved there."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(results, indent=2) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def parse(results: dict[str, Any] | str | bytes, where: str = RESULTS) -> Results:
+    """A results document, as written or as a run holds it before writing it: Invalid
+    (one line) where it does not match. Checked as the file is, from its JSON."""
+    text = json.dumps(results) if isinstance(results, dict) else results
+    try:
+        return Results.model_validate_json(text)
+    except ValidationError as exc:
+        raise Invalid(where, "results", exc) from None
+
+
+def parse_row(row: dict[str, Any]) -> ResultRow:
+    """A row as `row_json` makes it."""
+    return ResultRow.model_validate_json(json.dumps(row))
+
+
+def read(path: Path) -> Results:
+    """A results.json: Invalid where it does not match, UsageError where it cannot be read."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
+    return parse(text, shown(path))
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of results.json."""
+    return published(Results.model_json_schema(), "results.json")
