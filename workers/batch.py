@@ -41,6 +41,7 @@ def batch(redis: Redis, *commands: Command) -> list[Any]:
 def _exchange(conn: AbstractConnection, commands: tuple[Command, ...]) -> list[Any]:
     conn.send_packed_command([pack(commands)])
     sock = conn._sock  # redis-py's socket, connected by the send: its replies are read here
+    assert sock is not None
     replies = Replies(len(commands))
     try:
         while not replies.done:

@@ -60,8 +60,10 @@ class Worker(RQWorker):
         self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
         self.pubsub = self.connection.pubsub()
         self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
-        self.pubsub_thread = _Listener(self.pubsub, self._pubsub_exception_handler)
-        self.pubsub_thread.start()
+        # RQ's handler is typed for an Exception; redis-py's own thread hands it any BaseException too.
+        listener = _Listener(self.pubsub, self._pubsub_exception_handler)  # type: ignore[arg-type]
+        listener.start()
+        self.pubsub_thread = listener  # type: ignore[assignment]  # RQ types it as redis-py's thread
 
     def unsubscribe(self) -> None:
         if self.pubsub_thread:

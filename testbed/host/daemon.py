@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import redis as redis_lib
 
@@ -130,7 +131,7 @@ class HostDaemon:
 
     def _notice_runs(self) -> None:
         """Start serving runs that name this host; stop serving runs that ended or lost their controller."""
-        prefixes = {p.decode() for p in self._redis.smembers(proto.RUNS)}
+        prefixes = {p.decode() for p in cast("set[bytes]", self._redis.smembers(proto.RUNS))}
         for prefix in list(self._served):
             keys = self._served[prefix].keys
             if prefix not in prefixes or self._redis.exists(keys.request, keys.controller) < 2:
@@ -199,7 +200,7 @@ class HostDaemon:
         popped = self._redis.blpop(list(by_key), timeout=_POLL)
         if popped is None:
             return
-        served = by_key[popped[0].decode()]
+        served = by_key[cast(bytes, popped[0]).decode()]
         try:
             order = proto.decode(Order, popped[1])
         except ValueError:

@@ -21,7 +21,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -47,7 +47,7 @@ def claim(workdir: Path, kept: bool = False) -> None:
     (workdir / _OWNER).write_text(json.dumps(_me(kept)))
 
 
-def _owner(workdir: Path) -> dict[str, object] | None:
+def _owner(workdir: Path) -> dict[str, Any] | None:
     try:
         owner = json.loads((workdir / _OWNER).read_text())
     except (OSError, ValueError):

@@ -73,12 +73,13 @@ class Live:
             self._plain(console, running)
             return
         for p in running:
-            fields = {"kills": f"{p.kills:,}", "rate": f"{_rate(p):.0f}"}
+            kills, rate = f"{p.kills:,}", f"{_rate(p):.0f}"
             task = self._tasks.get(p.cell.label)
             if task is None:
-                self._tasks[p.cell.label] = self._bars.add_task(p.cell.label, total=p.jobs, completed=p.over, **fields)
+                task = self._bars.add_task(p.cell.label, total=p.jobs, completed=p.over, kills=kills, rate=rate)
+                self._tasks[p.cell.label] = task
             else:
-                self._bars.update(task, total=p.jobs, completed=p.over, **fields)
+                self._bars.update(task, total=p.jobs, completed=p.over, kills=kills, rate=rate)
 
     def _plain(self, console: Console, running: list[CellProgress]) -> None:
         now = time.monotonic()
