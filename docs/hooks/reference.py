@@ -3,7 +3,9 @@
 - `reference/cli.md`: every `testbed` command with its help, arguments and options,
   walked as click commands from the typer app (`cli_markdown`);
 - `reference/http-api.md`: every path and method of the provider's OpenAPI document,
-  with its parameters, request body and responses, then its schemas (`http_api_markdown`).
+  with its parameters, request body and responses, then its schemas (`http_api_markdown`);
+- `reference/stored-run.md`: the files of a stored run and the fields of results.json,
+  history.jsonl and provider-records.jsonl, from their models' JSON Schemas (`stored_run_markdown`).
 
 Registered in mkdocs.yml under `hooks:`; the functions are plain, so a test can call
 them without a build (tests/unit/test_docs_reference.py).
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 CLI_PAGE = "reference/cli.md"
+STORED_PAGE = "reference/stored-run.md"
 HTTP_PAGE = "reference/http-api.md"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
@@ -194,19 +197,22 @@ def _ref_name(ref: str) -> str:
     return ref.rsplit("/", 1)[-1]
 
 
-def schema_text(schema: dict[str, Any] | None) -> str:
-    """A schema in a few words: a named schema as a link to it, else its type and bounds."""
+def schema_text(schema: dict[str, Any] | None, anchor: str = "schema ") -> str:
+    """A schema in a few words: a named schema as a link to its heading (whose anchor is
+    `anchor` + its name), else its type and bounds."""
     if not schema:
         return "any"
     if "$ref" in schema:
         name = _ref_name(schema["$ref"])
-        return f"[{name}](#{slug('schema ' + name)})"
+        return f"[{name}](#{slug(anchor + name)})"
     for combinator, word in (("anyOf", " or "), ("oneOf", " or "), ("allOf", " and ")):
         if combinator in schema:
-            return word.join(schema_text(s) for s in schema[combinator])
+            return word.join(schema_text(s, anchor) for s in schema[combinator])
     kind = schema.get("type", "object" if "properties" in schema else "any")
     if kind == "array":
-        return f"array of {schema_text(schema.get('items'))}"
+        return f"array of {schema_text(schema.get('items'), anchor)}"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+        return f"map of {schema_text(schema['additionalProperties'], anchor)}"
     if "const" in schema:
         return code(schema["const"])
     if "enum" in schema:
@@ -302,21 +308,7 @@ def http_api_markdown(document: dict[str, Any] | None = None) -> str:
             out += ["Needs the bearer token.", ""]
     schemas = doc.get("components", {}).get("schemas", {})
     if schemas:
-        out += ["## Schemas", ""]
-    for name, schema in schemas.items():
-        out += [f"### {text(name)} {{#{slug('schema ' + name)}}}", ""]
-        if schema.get("description"):
-            out += [text(schema["description"]), ""]
-        properties = schema.get("properties", {})
-        required = set(schema.get("required", []))
-        if properties:
-            rows = [
-                [code(field), "yes" if field in required else "no", schema_text(sub), text(sub.get("description", ""))]
-                for field, sub in properties.items()
-            ]
-            out += table(["field", "required", "schema", "description"], rows)
-        else:
-            out += [schema_text({k: v for k, v in schema.items() if k != "title"}), ""]
+        out += ["## Schemas", "", *schema_tables(schemas, "###", "schema ")]
     security = doc.get("components", {}).get("securitySchemes", {})
     for name, scheme in security.items():
         out += [
@@ -328,12 +320,82 @@ def http_api_markdown(document: dict[str, Any] | None = None) -> str:
     return "\n".join(out)
 
 
+def schema_tables(schemas: dict[str, Any], level: str, anchor: str) -> list[str]:
+    """Each named schema: a heading (its anchor `anchor` + name), its description, and a
+    table of its fields (or, for one without fields, the schema in a line)."""
+    out: list[str] = []
+    for name, schema in schemas.items():
+        out += [f"{level} {text(name)} {{#{slug(anchor + name)}}}", ""]
+        if schema.get("description"):
+            out += [text(schema["description"]), ""]
+        properties = schema.get("properties", {})
+        required = set(schema.get("required", []))
+        if properties:
+            rows = [
+                [
+                    code(field),
+                    "yes" if field in required else "no",
+                    schema_text(sub, anchor),
+                    text(sub.get("description", "")),
+                ]
+                for field, sub in properties.items()
+            ]
+            out += table(["field", "required", "schema", "description"], rows)
+        else:
+            out += [schema_text({k: v for k, v in schema.items() if k not in ("title", "$defs")}, anchor), ""]
+    return out
+
+
+# --- the stored run, from its models' JSON Schemas -----------------------------------
+
+
+def stored_run_markdown() -> str:
+    """The files of a stored run, then each JSON format's fields, from the schemas the
+    records' models publish (docs/reference/*.schema.json holds the same schemas)."""
+    from testbed.lab.history import history_schema, provider_records_schema
+    from testbed.lab.layout import FILES
+    from testbed.lab.results import results_schema
+
+    out = [
+        "# The stored run",
+        "",
+        "Generated from the code: the files of `runs/<run-id>/` (`testbed.lab.layout`), and the fields of",
+        "each JSON format, from the JSON Schemas of the models that write and read it. `testbed check`",
+        "validates a stored run against them before it judges it again, and refuses one that does not",
+        "match with one line (exit 2).",
+        "",
+        "## Files {#files}",
+        "",
+        *table(
+            ["file", "always", "what it holds"],
+            [[code(f.name), "yes" if f.always else "no", text(f.holds)] for f in FILES],
+        ),
+    ]
+    formats = [
+        ("results.json", "results.schema.json", results_schema()),
+        ("history.jsonl", "history.schema.json", history_schema()),
+        ("provider-records.jsonl", "provider-records.schema.json", provider_records_schema()),
+    ]
+    for title, published, schema in formats:
+        out += [f"## {title} {{#{slug(title)}}}", ""]
+        if schema.get("description"):
+            out += [text(schema["description"]), ""]
+        out += [f"JSON Schema: [{published}]({published}).", ""]
+        if "oneOf" in schema:
+            kinds = ", ".join(code(_ref_name(ref["$ref"])) for ref in schema["oneOf"])
+            out += [f"Each line is one of {kinds}.", ""]
+        root = {k: v for k, v in schema.items() if k not in ("$defs", "oneOf", "discriminator")}
+        named = ({title: root} if root.get("properties") else {}) | schema.get("$defs", {})
+        out += schema_tables(named, "###", f"{title} ")
+    return "\n".join(out)
+
+
 # --- the MkDocs hook -----------------------------------------------------------------
 
 
 def pages() -> dict[str, str]:
     """Every generated page: its path under docs/, its Markdown."""
-    return {CLI_PAGE: cli_markdown(), HTTP_PAGE: http_api_markdown()}
+    return {CLI_PAGE: cli_markdown(), HTTP_PAGE: http_api_markdown(), STORED_PAGE: stored_run_markdown()}
 
 
 def on_files(files: Any, config: Any) -> Any:

@@ -84,6 +84,21 @@ def test_every_route_appears_with_its_parameters_and_responses():
         assert f"### {name} {{#schema-" in reference.http_api_markdown(document)
 
 
+def test_every_field_of_every_stored_format_appears():
+    from testbed.lab.history import history_schema, provider_records_schema
+    from testbed.lab.layout import FILES
+    from testbed.lab.results import results_schema
+
+    page = reference.stored_run_markdown()
+    for file in FILES:
+        assert f"| `{file.name}` |" in page, file.name
+    for schema in (results_schema(), history_schema(), provider_records_schema()):
+        models = [schema, *schema.get("$defs", {}).values()]
+        for model in models:
+            for field in model.get("properties", {}):
+                assert f"| `{field}` |" in page, f"{model.get('title')}.{field} missing"
+
+
 def _names(module: str, table: str) -> list[str]:
     values = getattr(importlib.import_module(module), table)
     return [getattr(v, "value", v) for v in values]
