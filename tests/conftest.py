@@ -1,4 +1,4 @@
-"""Fixtures shared by the tests (helpers live in tests/helpers.py)."""
+"""Fixtures shared by the tests; what else they share lives in tests/support/."""
 
 import contextlib
 import shutil
@@ -13,7 +13,7 @@ import redis
 
 import testbed.plugin
 from testbed.infra.redis_server import PrivateRedis
-from tests.helpers import Ran, run_testbed, start_testbed
+from tests.support.helpers import Ran, run_testbed, start_testbed
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import assert_left_nothing
+from tests.support.helpers import assert_left_nothing
 
 pytestmark = pytest.mark.e2e
 

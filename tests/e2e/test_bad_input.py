@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 

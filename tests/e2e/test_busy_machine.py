@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.helpers import TESTBED, assert_left_nothing, run_testbed
+from tests.support.helpers import TESTBED, assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -230,7 +230,7 @@ def test_a_killed_runs_temp_dir_and_a_kept_one_go_with_clean(workdir):
 
 
 def test_ctrl_c_in_load_leaves_the_message_on_its_own_line(workdir):
-    from tests.helpers import finish, start_testbed
+    from tests.support.helpers import finish, start_testbed
 
     proc, _, err = start_testbed(["--ops", "3000", "-s", "retry-only"], workdir, command="load")
     deadline = time.monotonic() + 60

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.errors import UsageError
 from testbed.infra.redis_server import PrivateRedis
-from tests.e2e.postgres import private_postgres
+from tests.support.postgres import private_postgres
 
 pytestmark = pytest.mark.e2e
 
@@ -131,7 +131,9 @@ def test_powertools_idempotency_under_the_crash_matrix(lab, idempotency_redis):
     assert "job failed" in str(failed.value)
 
 
-@pytest.mark.parametrize("handler", ["tests.e2e.userjobs:send_with_requests", "tests.e2e.userjobs:send_with_httpx"])
+@pytest.mark.parametrize(
+    "handler", ["tests.support.userjobs:send_with_requests", "tests.support.userjobs:send_with_httpx"]
+)
 def test_all_six_boundaries_are_hit_in_code_the_user_did_not_edit(lab, handler):
     rows = lab.run(handler, boundaries=SIX, ops=20, every=5, paths=[ROOT])
     assert [r.cell.where for r in rows] == SIX
@@ -142,11 +144,11 @@ def test_all_six_boundaries_are_hit_in_code_the_user_did_not_edit(lab, handler):
 
 
 def test_a_client_the_lab_does_not_instrument(lab):
-    marked = lab.run("tests.e2e.userjobs:send_with_urllib", boundaries=WORKER_SIDE, ops=10, every=5, paths=[ROOT])
+    marked = lab.run("tests.support.userjobs:send_with_urllib", boundaries=WORKER_SIDE, ops=10, every=5, paths=[ROOT])
     assert [r.faults for r in marked] == [2, 2, 2, 2]
     marked.assert_exactly_once()
     unmarked = lab.run(
-        "tests.e2e.userjobs:send_with_urllib_unmarked", boundaries=["before-request"], ops=10, every=5, paths=[ROOT]
+        "tests.support.userjobs:send_with_urllib_unmarked", boundaries=["before-request"], ops=10, every=5, paths=[ROOT]
     )
     assert unmarked[0].faults == 0
     with pytest.raises(AssertionError, match="2 armed faults never reached"):
@@ -164,9 +166,9 @@ def test_built_in_strategies_run_beside_a_handler(lab, db):
 
 
 def test_a_job_that_raises_fails_and_the_run_goes_on(lab, db):
-    handlers = ["tests.e2e.userjobs:raises", "examples.keyed:send"]
+    handlers = ["tests.support.userjobs:raises", "examples.keyed:send"]
     rows = lab.run(handlers, boundaries=["none"], ops=10, env=db, paths=[ROOT])
-    raised = rows.row(handler="tests.e2e.userjobs:raises")
+    raised = rows.row(handler="tests.support.userjobs:raises")
     assert (raised.counts.effects, raised.counts.missing_operations, raised.counts.jobs_failed) == (0, 10, 10)
     assert raised.counts.replays == 10  # RQ retried each once before giving up
     assert counts(rows.row(handler="examples.keyed:send")) == (10, 0, 0)
@@ -177,9 +179,9 @@ def test_a_job_that_raises_fails_and_the_run_goes_on(lab, db):
 @pytest.mark.parametrize(
     ("handler", "message"),
     [
-        ("tests.e2e.broken_job:send", "cannot import tests.e2e.broken_job: ModuleNotFoundError"),
-        ("tests.e2e.userjobs:NOT_A_FUNCTION", "NOT_A_FUNCTION is not callable (it is a int)"),
-        ("tests.e2e.userjobs", "must be MODULE:FUNCTION"),
+        ("tests.support.broken_job:send", "cannot import tests.support.broken_job: ModuleNotFoundError"),
+        ("tests.support.userjobs:NOT_A_FUNCTION", "NOT_A_FUNCTION is not callable (it is a int)"),
+        ("tests.support.userjobs", "must be MODULE:FUNCTION"),
     ],
 )
 def test_bad_handlers_are_refused_before_any_work(lab, handler, message):

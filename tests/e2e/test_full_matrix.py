@@ -4,7 +4,7 @@ import pytest
 
 from labcore.boundaries import ORDER
 from testbed.experiment.scenarios import SCENARIOS
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -18,8 +18,11 @@ def examples_db(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--handler", "tests.e2e.broken_job:send"], "cannot import tests.e2e.broken_job: ModuleNotFoundError: No mod"),
-        (["--handler", "tests.e2e.userjobs:NOT_A_FUNCTION"], "NOT_A_FUNCTION is not callable (it is a int)"),
+        (
+            ["--handler", "tests.support.broken_job:send"],
+            "cannot import tests.support.broken_job: ModuleNotFoundError: No mod",
+        ),
+        (["--handler", "tests.support.userjobs:NOT_A_FUNCTION"], "NOT_A_FUNCTION is not callable (it is a int)"),
         (["--handler", "send"], "handler 'send' must be MODULE:FUNCTION"),
         (["--handler", "examples.keyed:send", "--promise", "twice"], "unknown promise 'twice'"),
         (["--handler", "examples.keyed:send", "--path", "no/such/dir"], "is not a directory"),
@@ -37,10 +40,10 @@ def test_bad_handlers_exit_2_with_one_line_before_anything_starts(workdir, args,
 
 
 def test_a_job_that_hangs_is_reported_by_the_cell_timeout(workdir):
-    args = ["--handler", "tests.e2e.userjobs:hangs", "-b", "none", "--ops", "2", "--cell-timeout", "3"]
+    args = ["--handler", "tests.support.userjobs:hangs", "-b", "none", "--ops", "2", "--cell-timeout", "3"]
     ran = run_testbed(args, workdir, timeout=120)
     assert ran.code == 3
-    assert "testbed: error: tests.e2e.userjobs:hangs @ none did not finish within 3 s (0/2 jobs over)" in ran.stderr
+    assert "testbed: error: tests.support.userjobs:hangs @ none did not finish within 3 s (0/2 jobs over)" in ran.stderr
     assert_left_nothing(ran)
 
 

@@ -23,7 +23,7 @@ from labcore import hosts as proto
 from labcore.hosts import HostState, Order, OrderKind, OrderReply, RunHostKeys, RunRequest
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from labcore.procs import free_port
-from tests.helpers import TESTBED
+from tests.support.helpers import TESTBED
 
 pytestmark = pytest.mark.e2e
 

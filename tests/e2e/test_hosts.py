@@ -1,6 +1,6 @@
 """The lab on hosts of their own: five Linux network namespaces, each with its own
 address on a private bridge (10.213.0.0/24, used only between them), running
-compose.yaml's services as compose.yaml writes them (tests/compose.py):
+compose.yaml's services as compose.yaml writes them (tests/support/compose.py):
 Redis on one, the provider on another, a host on each of two more, the lab
 on the fifth. The bridge lives in a sixth namespace: nothing is added to the
 machine's own network, and no traffic leaves these namespaces.
@@ -32,7 +32,7 @@ import pytest
 
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
-from tests import compose
+from tests.support import compose
 
 pytestmark = pytest.mark.e2e
 

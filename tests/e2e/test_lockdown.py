@@ -1,5 +1,5 @@
 """Locked down by default: another local user can neither reach a run's Redis nor change its provider,
-and the run's secrets appear on no command line. The attacker (tests/e2e/attacker.py) runs as `nobody`
+and the run's secrets appear on no command line. The attacker (tests/support/attacker.py) runs as `nobody`
 during a real run; the run's verdict must be the one it has without an attacker."""
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import redis
 from labcore.credentials import BUS_URL_ENV, RQ_URL_ENV, TOKEN_ENV
 from labcore.procs import free_port
 from testbed.infra.redis_server import PrivateRedis
-from tests.helpers import TESTBED, Ran, assert_left_nothing, descendants, finish, run_testbed, start_testbed
+from tests.support.helpers import TESTBED, Ran, assert_left_nothing, descendants, finish, run_testbed, start_testbed
 
 pytestmark = pytest.mark.e2e
 
-ATTACKER = Path(__file__).with_name("attacker.py")
+ATTACKER = Path(__file__).resolve().parents[1] / "support" / "attacker.py"
 CELLS = ["--strategy", "provider-key", "--strategy", "retry-only", "--boundary", "after-effect", "--ops", "100"]
 SYSTEM_PYTHON = "/usr/bin/python3"  # the attacker cannot run the project's venv (it lives under /root)
 

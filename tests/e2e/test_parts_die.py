@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+from tests.support.helpers import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e
 

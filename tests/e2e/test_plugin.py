@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import descendants, still_running
+from tests.support.helpers import descendants, still_running
 
 pytestmark = pytest.mark.e2e
 

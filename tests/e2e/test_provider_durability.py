@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.standalone import Standalone
-from tests.helpers import run_testbed
+from tests.support.helpers import run_testbed
+from tests.support.standalone import Standalone
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from labcore.credentials import TOKEN_ENV
-from tests.e2e import schema_hooks
-from tests.e2e.standalone import Standalone
+from tests.support import schema_hooks
+from tests.support.standalone import Standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ def log_size(provider: Standalone) -> tuple[int, ...]:
 def test_schemathesis_finds_no_server_error_no_schema_violation_and_no_writing_rejection(
     provider: Standalone, tmp_path: Path
 ) -> None:
-    """Every check schemathesis has, and one of ours (tests/e2e/schema_hooks.py): a refused request
+    """Every check schemathesis has, and one of ours (tests/support/schema_hooks.py): a refused request
     leaves the effect log as it was."""
     st = shutil.which("st", path=str(Path(sys.executable).parent)) or pytest.fail("schemathesis is not installed")
     config = tmp_path / "schemathesis.toml"
@@ -63,7 +63,7 @@ def test_schemathesis_finds_no_server_error_no_schema_violation_and_no_writing_r
     argv = [st, "--config-file", str(config), "run", f"{provider.url}/openapi.json", "--checks", "all"]
     argv += ["--seed", str(SEED), "--max-examples", str(EXAMPLES), "--workers", "1", "--no-color"]
     argv += ["--generation-database", "none", "--report", "ndjson", "--report-dir", str(tmp_path)]
-    env = {**os.environ, TOKEN_ENV: provider.token, "SCHEMATHESIS_HOOKS": "tests.e2e.schema_hooks"}
+    env = {**os.environ, TOKEN_ENV: provider.token, "SCHEMATHESIS_HOOKS": "tests.support.schema_hooks"}
     env |= {
         schema_hooks.DB_ENV: str(provider.db),
         "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import assert_left_nothing, finish, run_testbed
+from tests.support.helpers import assert_left_nothing, finish, run_testbed
 
 pytestmark = pytest.mark.e2e
 

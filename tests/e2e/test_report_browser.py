@@ -15,8 +15,8 @@ import pytest
 from testbed.lab import results as stored
 from testbed.report import document, html
 from testbed.report.latency import recovery_mode
-from tests.dom import Node, parse
-from tests.helpers import Ran, assert_left_nothing, run_testbed
+from tests.support.dom import Node, parse
+from tests.support.helpers import Ran, assert_left_nothing, run_testbed
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)

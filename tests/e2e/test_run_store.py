@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from testbed.lab import results
-from tests.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.helpers import (
+from tests.support.helpers import (
     Seen,
     assert_left_nothing,
     descendants,

@@ -20,7 +20,7 @@ from labcore.procs import stop_all
 from provider.contract import Contract
 from provider.store import LogReader
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
-from tests.helpers import horse
+from tests.support.helpers import horse
 from workers import client
 
 pytestmark = pytest.mark.e2e

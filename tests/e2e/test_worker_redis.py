@@ -13,7 +13,7 @@ import pytest
 import redis
 from rq import Queue
 
-from tests.helpers import horse
+from tests.support.helpers import horse
 from workers.worker import Worker
 
 pytestmark = pytest.mark.e2e

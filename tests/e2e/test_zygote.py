@@ -3,7 +3,7 @@ replacement too, and none outlives the run."""
 
 import pytest
 
-from tests.helpers import Seen, assert_left_nothing, finish, start_testbed
+from tests.support.helpers import Seen, assert_left_nothing, finish, start_testbed
 
 pytestmark = pytest.mark.e2e
 

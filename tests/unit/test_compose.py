@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 
 from testbed.cli.app import app
-from tests import compose
 from tests.e2e import test_hosts
+from tests.support import compose
 
 
 def test_compose_file_holds_the_compose_specification():

@@ -15,7 +15,7 @@ from testbed.report import document, html, tables
 from testbed.report.compare import compare, render_text
 from testbed.report.junit import write_junit
 from testbed.report.latency import recovery_mode, replay_latency
-from tests.dom import parse
+from tests.support.dom import parse
 
 T = 1_796_000_000.0
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
 SCHEMA = ROOT / "tests" / "compose-spec" / "compose-spec.json"
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?[?-][^}]*)?\}")

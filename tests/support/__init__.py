@@ -1,0 +1,1 @@
+"""What the tests share besides fixtures: helpers, users' jobs, private servers, attackers."""
