@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-REPLAYED = "Idempotent-Replayed"
+from labcore.answers import REPLAYED
 
 
 def json_response(status: int, body: dict[str, Any], replayed: bool = False) -> JSONResponse:

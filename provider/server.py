@@ -19,6 +19,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr
 
+from labcore.answers import REPLAYED
 from labcore.bus import Bus
 from labcore.collector import uncollected
 from labcore.keys import RunKeys
@@ -307,13 +308,14 @@ def http_answer(answer: Answer, default_headers: list[tuple[bytes, bytes]], keep
     body = _ENCODE(answer.body).encode()
     head = [STATUS_LINE[answer.status], _header_lines(default_headers)]
     if answer.replayed:
-        head.append(b"idempotent-replayed: true\r\n")
+        head.append(_REPLAYED_LINE)
     head.append(b"content-length: %d\r\ncontent-type: application/json\r\n" % len(body))
     if not keep_alive:
         head.append(b"connection: close\r\n")
     return b"".join([*head, b"\r\n", body])
 
 
+_REPLAYED_LINE = b"%s: true\r\n" % REPLAYED.lower().encode()
 _lines: tuple[list[tuple[bytes, bytes]], bytes] = ([], b"")
 
 
