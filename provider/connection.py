@@ -45,7 +45,7 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-def encode(response: Response, date: bytes, keep_alive: bool, head_only: bool = False) -> bytes:
+def _encode(response: Response, date: bytes, keep_alive: bool, head_only: bool = False) -> bytes:
     """The answer on the wire: its head (`date`, the Date header's line) and its JSON body."""
     body = _ENCODE(response.body).encode()
     lines = [_STATUS[response.status], date]
@@ -61,7 +61,7 @@ def encode(response: Response, date: bytes, keep_alive: bool, head_only: bool = 
     return b"".join(lines)
 
 
-def date_line(now: float) -> bytes:
+def _date_line(now: float) -> bytes:
     t = time.gmtime(now)
     day, month = _DAYS[t.tm_wday], _MONTHS[t.tm_mon - 1]
     return b"date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n" % (
@@ -85,7 +85,7 @@ class Connections:
         self.access = access  # logs a line for every answer, as `testbed provider` shows them
         self.open: set[Connection] = set()
         self.ticks = 0
-        self.date = date_line(time.time())
+        self.date = _date_line(time.time())
 
     def __call__(self) -> Connection:
         """A new connection's protocol (the factory a server is made with)."""
@@ -96,7 +96,7 @@ class Connections:
 
     def tick(self) -> None:
         self.ticks += 1
-        self.date = date_line(time.time())
+        self.date = _date_line(time.time())
         for connection in list(self.open):
             connection.close_if_idle(self.ticks)
 
@@ -260,7 +260,7 @@ class Connection(asyncio.Protocol):
 
     def _answer(self, response: Response, request: Request) -> None:
         keep_alive = self._keep_alive and not response.close and not self._closing
-        self._write(encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
+        self._write(_encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
         self._busy = False  # only now: a SIGTERM in between would find a request in progress
         self._idle_since = self._connections.ticks
         access = self._connections.access
@@ -274,7 +274,7 @@ class Connection(asyncio.Protocol):
     def _reject(self) -> None:
         """Not a request this connection will answer: 400, and the connection closed."""
         self._busy = False
-        self._write(encode(BAD_REQUEST, self._connections.date, keep_alive=False))
+        self._write(_encode(BAD_REQUEST, self._connections.date, keep_alive=False))
         self.close()
 
     def _hold(self, held: HeldSend, request: Request) -> None:

@@ -316,11 +316,6 @@ class Object(Generic[T]):
         return schema
 
 
-def inline(obj: Object[Any]) -> Schema:
-    """A `Ref` that puts each object's definition in place: a schema that stands alone."""
-    return obj.definition(inline)
-
-
 @dataclass(frozen=True, slots=True)
 class JsonText(Generic[T]):
     """A parameter whose text is JSON of the inner shape, of at most `max_length` characters."""

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from provider import wire
-from provider.shapes import Choice, Flag, Integer, Invalid, Items, Number, Object, Shape, Text, inline
+from provider.shapes import Choice, Flag, Integer, Invalid, Items, Number, Object, Schema, Shape, Text
 
 any_json = st.recursive(
     st.none()
@@ -51,6 +51,11 @@ def near(shape: Shape[Any]) -> st.SearchStrategy[Any]:
         extra = st.dictionaries(st.text(max_size=3), any_json, max_size=1)
         return st.builds(lambda given, more: {**more, **given}, st.fixed_dictionaries({}, optional=properties), extra)
     raise AssertionError(f"no values near {shape}")
+
+
+def inline(obj: Object[Any]) -> Schema:
+    """Each object's definition in place: a schema that stands alone."""
+    return obj.definition(inline)
 
 
 def accepts(shape: Shape[Any], value: object) -> bool:
