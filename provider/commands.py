@@ -1,6 +1,9 @@
 """What a request asks of the provider, once read and checked against its route: one
 typed command per operation (`provider.routes` reads them, `provider.service` carries
 them out). A command holds only checked values: carrying one out never refuses its input.
+
+Plain (not frozen) dataclasses: one is made for every request, and a frozen one's
+`__init__` makes a call per field. Nothing changes one once made.
 """
 
 from __future__ import annotations
@@ -12,23 +15,23 @@ from labcore.events import Hit
 from provider.contract import Contract
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CheckHealth:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GetDocument:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PutLedger:
     ledger: str
     contract: Contract
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendEffect:
     ledger: str
     key: str | None
@@ -37,44 +40,44 @@ class SendEffect:
     payload: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LookUpEffect:
     ledger: str
     reference: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListEffects:
     ledger: str
     reference: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReadLog:
     ledger: str
     after: int
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdvanceClock:
     ledger: str
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WithdrawEffects:
     ledger: str
     reference: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PutScope:
     ledger: str
     secret: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuditLedger:
     ledger: str
     references: list[str]
@@ -85,7 +88,7 @@ class AuditLedger:
 # an effect, which may be any JSON (or none).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScopedSend:
     method: str
     token: str
@@ -94,12 +97,12 @@ class ScopedSend:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScopedLookUp:
     token: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScopedList:
     token: str
 

@@ -51,7 +51,8 @@ def _encode(response: Response, date: bytes, keep_alive: bool, head_only: bool =
     lines = [_STATUS[response.status], date]
     if response.replayed:
         lines.append(_REPLAYED_LINE)
-    lines += [b"%s: %s\r\n" % header for header in response.headers]
+    for header in response.headers:
+        lines.append(b"%s: %s\r\n" % header)
     lines.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
     if not keep_alive:
         lines.append(b"connection: close\r\n")
@@ -119,7 +120,7 @@ class Connection(asyncio.Protocol):
         self._connections = connections
         self._handle = connections.service.handle
         self._parser = httptools.HttpRequestParser(self)
-        self._transport: asyncio.Transport | None = None
+        self._transport: asyncio.Transport  # from connection_made, which comes first
         self._client = "-"  # for the access log
         # The request coming in.
         self._url = b""
@@ -180,7 +181,7 @@ class Connection(asyncio.Protocol):
     # -- httptools' parser --------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        if self._holding or self._closed():
+        if self._holding or self._transport.is_closing():
             raise _Refused
         self._busy = True
         self._url = b""
@@ -197,13 +198,15 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        version = parser.get_http_version()
-        # An upgrade this server does not speak is answered as a plain request, then the connection closed.
-        self._keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
+        # HTTP/1.1's keep-alive unless it says close (HTTP/1.0's only when it asks for it); an upgrade
+        # this server does not speak is answered as a plain request, then the connection closed.
+        self._keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
         declared = self._headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
             self._cut_short()
-        elif version == "1.1" and self._headers.get(b"expect", b"").lower() == b"100-continue":
+            return
+        expect = self._headers.get(b"expect")
+        if expect is not None and expect.lower() == b"100-continue" and parser.get_http_version() == "1.1":
             self._write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
@@ -256,11 +259,13 @@ class Connection(asyncio.Protocol):
         except UnicodeDecodeError:
             return None
         method = self._parser.get_method().decode("ascii")
-        return Request(method, text, query.decode("latin-1"), self._headers, self._body, oversized)
+        return Request(method, text, query.decode("latin-1") if query else "", self._headers, self._body, oversized)
 
     def _answer(self, response: Response, request: Request) -> None:
         keep_alive = self._keep_alive and not response.close and not self._closing
-        self._write(_encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
+        transport = self._transport
+        if not transport.is_closing():  # else its client went away, or it was closed after an earlier answer
+            transport.write(_encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
         self._busy = False  # only now: a SIGTERM in between would find a request in progress
         self._idle_since = self._connections.ticks
         access = self._connections.access
@@ -311,26 +316,22 @@ class Connection(asyncio.Protocol):
     # -- the transport ------------------------------------------------------------------------
 
     def _closed(self) -> bool:
-        return self._transport is None or self._transport.is_closing()
+        return self._transport.is_closing()
 
     def _write(self, data: bytes) -> None:
-        if not self._closed():
-            assert self._transport is not None
+        if not self._transport.is_closing():
             self._transport.write(data)
 
     def _pause(self) -> None:
-        if not self._closed():
-            assert self._transport is not None
+        if not self._transport.is_closing():
             self._transport.pause_reading()
 
     def _resume(self) -> None:
-        if not self._closed():
-            assert self._transport is not None
+        if not self._transport.is_closing():
             self._transport.resume_reading()
 
     def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
+        self._transport.close()
 
     def close_if_idle(self, ticks: int) -> None:
         if not self.in_progress and ticks - self._idle_since > IDLE_TICKS:

@@ -9,8 +9,8 @@ its URL). The service reads every request against this table (`read`) and the
 OpenAPI document is rendered from it (`provider.openapi`): what is documented is
 what is checked.
 
-A path is matched whole once percent-decoded, split at "/": a parameter is
-one non-empty segment (or, for `{name:path}`, the rest of the path), and a
+A path is matched whole once percent-decoded: a parameter is one non-empty
+segment between two "/" (or, for `{name:path}`, the rest of the path), and a
 trailing "/" makes another path.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -49,10 +50,10 @@ class Param:
     required: bool = False
     default: Any = None  # an absent optional parameter's value
     description: str = ""
-    key: bytes = field(init=False, repr=False, compare=False)  # a header's name as the server hands it over
+    key: bytes | None = field(init=False, repr=False, compare=False)  # a header's name as the server hands it over
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", self.name.encode("latin-1"))
+        object.__setattr__(self, "key", self.name.encode("latin-1") if self.source is Source.HEADER else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,10 @@ class Operation:
     body: Object[Any] | None = None  # a JSON body of this shape, required
     raw_body: bool = False  # the body as it came: the command reads it
     answers: Mapping[int, Documented] = field(default_factory=dict)
+    named: tuple[Param, ...] = field(init=False, repr=False, compare=False)  # the query's and the headers'
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "named", tuple(p for p in self.params if p.source is not Source.PATH))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,84 +89,65 @@ class Resource:
     gated: bool = False  # a job's requests: each passes the gate
     open: bool = False  # no bearer token
     refusal: str = "method not allowed"  # the 405's error, for any other method
-    segments: tuple[str | None, ...] = field(init=False, repr=False, compare=False)  # None: a parameter
-    rest: bool = field(init=False, repr=False, compare=False)  # the last parameter takes the rest of the path
+    pattern: str = field(init=False, repr=False, compare=False)  # the template as a regular expression
     by_method: Mapping[str, Operation] = field(init=False, repr=False, compare=False)
     allow: bytes = field(init=False, repr=False, compare=False)  # the 405's Allow header
 
     def __post_init__(self) -> None:
         parts = self.template.split("/")
         names = [p[1:-1].removesuffix(":path") for p in parts if p.startswith("{")]
-        object.__setattr__(self, "segments", tuple(None if p.startswith("{") else p for p in parts))
-        object.__setattr__(self, "rest", parts[-1].endswith(":path}"))
+        pattern = "/".join(
+            "(.*)" if p.endswith(":path}") else "([^/]+)" if p.startswith("{") else re.escape(p) for p in parts
+        )
+        object.__setattr__(self, "pattern", pattern)
         object.__setattr__(self, "by_method", {op.method: op for op in self.operations})
         object.__setattr__(self, "allow", ", ".join(sorted(self.by_method)).encode())
         for op in self.operations:  # read in order, the path's parameters first: see `read`
             path_params = [p.name for p in op.params if p.source is Source.PATH]
             assert path_params == names == [p.name for p in op.params[: len(names)]], (self.template, op.name)
 
-    def values(self, parts: list[str]) -> list[str] | None:
-        """The path parameters' values, if the path's segments are this resource's."""
-        fixed = self.segments[:-1] if self.rest else self.segments
-        if len(parts) <= len(fixed) if self.rest else len(parts) != len(fixed):
-            return None
-        values = []
-        for part, literal in zip(parts, fixed, strict=False):
-            if literal is None:
-                if not part:
-                    return None
-                values.append(part)
-            elif part != literal:
-                return None
-        if self.rest:
-            values.append("/".join(parts[len(fixed) :]))
-        return values
-
 
 class Routes:
     def __init__(self, resources: Iterable[Resource]) -> None:
         self.resources = tuple(resources)
-        # By the number of segments and the first one, each in the table's order: few to try for a path.
-        self._fixed: dict[tuple[int, str], list[Resource]] = {}
-        self._rest: dict[str, list[Resource]] = {}
+        # One expression for the table, each resource's a group of its own around its parameters':
+        # the group that matched says which resource, the groups inside it hold the values.
+        alternatives = []
+        self._by_group: dict[int, tuple[Resource, tuple[int, ...]]] = {}
+        group = 0
         for resource in self.resources:
-            first = resource.segments[1]
-            assert first is not None, resource.template
-            if resource.rest:
-                self._rest.setdefault(first, []).append(resource)
-            else:
-                self._fixed.setdefault((len(resource.segments), first), []).append(resource)
+            count = resource.pattern.count("(")
+            self._by_group[group + 1] = (resource, tuple(range(group + 2, group + 2 + count)))
+            alternatives.append(f"({resource.pattern})")
+            group += 1 + count
+        self._pattern = re.compile("|".join(alternatives), re.DOTALL)
         names = [op.name for r in self.resources for op in r.operations]
         assert len(names) == len(set(names)), names
 
-    def match(self, path: str) -> tuple[Resource, list[str]] | None:
+    def match(self, path: str) -> tuple[Resource, tuple[str, ...]] | None:
         """The resource at a (percent-decoded) path, and its parameters' values."""
-        parts = path.split("/")
-        if len(parts) < 2 or parts[0]:
+        found = self._pattern.fullmatch(path)
+        if found is None:
             return None
-        for resource in self._fixed.get((len(parts), parts[1]), ()):
-            values = resource.values(parts)
-            if values is not None:
-                return resource, values
-        for resource in self._rest.get(parts[1], ()):
-            values = resource.values(parts)
-            if values is not None:
-                return resource, values
-        return None
+        resource, groups = self._by_group[found.lastindex or 0]
+        return resource, found.group(*groups) if len(groups) > 1 else (found.group(groups[0]),) if groups else ()
 
 
 def read(
-    operation: Operation, values: list[str], query: str, headers: Mapping[bytes, bytes], body: bytes
+    operation: Operation, values: tuple[str, ...], query: str, headers: Mapping[bytes, bytes], body: bytes
 ) -> commands.Command | list[str]:
     """The request's command, or the parts of it that are malformed (`Source` values and BODY)."""
     args: list[Any] = []
     wrong: list[str] = []
-    path = iter(values)
+    for param, value in zip(operation.params, values, strict=False):  # the path's parameters come first
+        try:
+            args.append(param.shape.parse(value))
+        except Invalid:
+            wrong.append(Source.PATH)
     queried: dict[str, str] | None = None
-    for param in operation.params:
-        if param.source is Source.PATH:
-            text: str | None = next(path)
-        elif param.source is Source.HEADER:
+    for param in operation.named:
+        text: str | None
+        if param.key is not None:
             raw = headers.get(param.key)
             text = None if raw is None else raw.decode("latin-1")
         else:
@@ -172,11 +158,11 @@ def read(
             if param.required:
                 wrong.append(param.source)
             args.append(param.default)
-            continue
-        try:
-            args.append(param.shape.parse(text))
-        except Invalid:
-            wrong.append(param.source)
+        else:
+            try:
+                args.append(param.shape.parse(text))
+            except Invalid:
+                wrong.append(param.source)
     if operation.body is not None:
         try:
             args.append(operation.body.check(_json(body, headers.get(b"content-type"))))
@@ -189,7 +175,7 @@ def read(
 
 def _json(body: bytes, content_type: bytes | None) -> object:
     """A body declared JSON (application/json or application/*+json), parsed."""
-    if not body or not _is_json(content_type):
+    if not body or (content_type != b"application/json" and not _is_json(content_type)):
         raise Invalid
     try:
         return json.loads(body)
@@ -198,8 +184,7 @@ def _json(body: bytes, content_type: bytes | None) -> object:
 
 
 def _is_json(content_type: bytes | None) -> bool:
-    if content_type == b"application/json":
-        return True
+    """application/json or application/*+json, with any parameters."""
     if content_type is None:
         return False
     main, slash, sub = content_type.partition(b";")[0].strip().lower().partition(b"/")

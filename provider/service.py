@@ -46,7 +46,10 @@ from provider.wire import MAX_BODY
 Headers = Mapping[bytes, bytes]  # names in lower case; of a repeated header, the first
 
 
-@dataclass(frozen=True, slots=True)
+# Request and Response: plain dataclasses, made for every request (see provider.commands); never changed.
+
+
+@dataclass(slots=True)
 class Request:
     method: str
     path: str  # as sent: percent-encoded
@@ -56,7 +59,7 @@ class Request:
     oversized: bool = False  # the body ran past MAX_BODY: `body` is not all of it, and is not read on
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
     status: int
     body: dict[str, Any]  # JSON
@@ -146,7 +149,7 @@ class Service:
                 return UNAUTHORIZED
         return TOO_LARGE if request.oversized else None
 
-    def _answer(self, resource: Resource, values: list[str], request: Request) -> Response | HeldSend:
+    def _answer(self, resource: Resource, values: tuple[str, ...], request: Request) -> Response | HeldSend:
         refused = self._refused(request, resource.open)
         if refused is not None:
             return refused
@@ -169,7 +172,8 @@ class Service:
             case commands.SendEffect(ledger, key, attempt, hit, payload):
                 ticket = SendTicket(ledger, payload["reference"], key, fingerprint(payload), attempt)
                 if hit is None:
-                    return _response(store.send(ticket, payload))
+                    sent = store.send(ticket, payload)
+                    return Response(sent.status, sent.body, sent.replayed)
                 early = store.admit(ticket)
                 return self._held(ticket, payload, hit) if early is None else _response(early)
             case commands.CheckHealth():

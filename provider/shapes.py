@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -59,15 +60,15 @@ class Text:
     min_length: int = 0
     max_length: int | None = None
     pattern: str | None = None
+    _max: int = field(init=False, repr=False, compare=False)
     _whole: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_max", sys.maxsize if self.max_length is None else self.max_length)
         object.__setattr__(self, "_whole", None if self.pattern is None else re.compile(self.pattern))
 
     def check(self, value: object) -> str:
-        if type(value) is not str or len(value) < self.min_length:
-            raise Invalid
-        if self.max_length is not None and len(value) > self.max_length:
+        if type(value) is not str or not self.min_length <= len(value) <= self._max:
             raise Invalid
         if self._whole is not None and self._whole.fullmatch(value) is None:
             raise Invalid
@@ -144,6 +145,10 @@ class Integer:
 
     minimum: int
     maximum: int
+    _digits: int = field(init=False, repr=False, compare=False)  # the most a parameter's text may have
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_digits", len(str(self.maximum)))
 
     def check(self, value: object) -> int:
         if type(value) is float and value.is_integer():
@@ -154,9 +159,12 @@ class Integer:
 
     def parse(self, text: str) -> int:
         """Decimal digits only: no sign, no space, no fraction."""
-        if not (text.isascii() and text.isdigit()) or len(text) > len(str(self.maximum)):
+        if not (text.isascii() and text.isdigit()) or len(text) > self._digits:
             raise Invalid
-        return self.check(int(text))
+        value = int(text)
+        if not self.minimum <= value <= self.maximum:
+            raise Invalid
+        return value
 
     def schema(self, ref: Ref) -> Schema:
         return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
