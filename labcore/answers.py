@@ -36,6 +36,11 @@ class Lookup:
     same_payload: bool = True
 
 
+# The header on an answer the provider replays for a key it has seen with the same
+# payload (the IETF Idempotency-Key draft's name, as Stripe sends it): the stored
+# response again, nothing applied. Names are case-insensitive on the wire.
+REPLAYED = "Idempotent-Replayed"
+
 # A request the provider turned away without processing it (it is about to
 # restart): 503 with Retry-After. Sending it again as it is is safe.
 UNPROCESSED = 503

@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--uds", type=Path, help="also serve on this unix socket (the run's own work-horses)")
     args = parser.parse_args()
     bus_url, token = os.environ.get(BUS_URL_ENV) or None, os.environ.get(TOKEN_ENV) or None
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
+    # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
         serve(args.port, args.db, args.host, bus_url, args.bus_prefix, args.parent_pid, token, uds=args.uds)
 

@@ -5,8 +5,8 @@ A request held at an armed boundary waits outside the count, so a drain never
 waits for a hold. A request turned away gets 503 with `Retry-After`: nothing
 was done with it, and a client may send it again as it is.
 
-Only jobs' requests pass the gate (sends and reads of effects, a user's job's
-scoped routes). `/health` and the controller's own requests (contracts, the
+Only jobs' requests pass the gate (the routes `provider.routes` marks gated:
+sends and reads of effects, a user's job's scoped routes). `/health` and the controller's own requests (contracts, the
 clock, withdrawals, audits) do not: the controller makes the crash itself, so
 none of its requests is in flight when it does, and it must reach a restarted
 provider that already holds the next armed request behind a closed gate.
@@ -14,14 +14,8 @@ provider that already holds the next armed request behind a closed gate.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from typing import Any
-
-from labcore.answers import RETRY_AFTER, UNPROCESSED
-
-_BODY = json.dumps({"error": "the provider is restarting; the request was not processed"}).encode()
 
 
 class Gate:
@@ -63,33 +57,3 @@ class Gate:
     def reopen(self) -> None:
         with self._lock:
             self._closed = False
-
-
-def gated(path: str) -> bool:
-    """A job's request: `/ledgers/{ledger}/effects[/{reference}]` (not a withdrawal) or `/s/...`."""
-    if path.startswith("/s/"):
-        return True
-    parts = path.split("/")  # "", "ledgers", ledger, "effects", ...
-    return len(parts) >= 4 and parts[1] == "ledgers" and parts[3] == "effects" and not path.endswith("/withdraw")
-
-
-class GateMiddleware:
-    """ASGI: every job's HTTP request passes the gate (`gated`)."""
-
-    def __init__(self, app: Any, gate: Gate) -> None:
-        self._app = app
-        self._gate = gate
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not gated(scope["path"]):
-            await self._app(scope, receive, send)
-            return
-        if not self._gate.enter():
-            headers = [(b"content-type", b"application/json"), (RETRY_AFTER.encode(), b"1")]
-            await send({"type": "http.response.start", "status": UNPROCESSED, "headers": headers})
-            await send({"type": "http.response.body", "body": _BODY})
-            return
-        try:
-            await self._app(scope, receive, send)
-        finally:
-            self._gate.leave()

@@ -6,7 +6,7 @@ the request until told what to do with it. Without a bus (a provider started
 on its own) requests are never held.
 
 The bus is connected by the first armed request, not at the provider's start:
-redis-py's import is a fifth of that start's CPU, and a run's first cell waits
+redis-py's import is a large part of that start's CPU, and a run's first cell waits
 for the provider while one of two cores has nothing else to do.
 """
 

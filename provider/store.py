@@ -289,8 +289,6 @@ class LoggedEffect:
     applied_at: float
     withdrawn_at: float | None
 
-    # -- scoped access (provider/api.py) -------------------------------------
-
 
 @dataclass(frozen=True, slots=True)
 class ReferenceRecord:

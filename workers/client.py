@@ -25,16 +25,17 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httptools
 
-from labcore.answers import Lookup, Reply, Seen, seen, turned_away
+from labcore.answers import REPLAYED, Lookup, Reply, Seen, seen, turned_away
 from labcore.credentials import TOKEN_ENV, bearer
 from labcore.endpoints import unix_path
 
 # The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
 _AUTH = "".join(f"{name}: {value}\r\n" for name, value in bearer(os.environ.get(TOKEN_ENV)).items())
+_REPLAYED = REPLAYED.lower()  # as `_Answer` keeps header names
 _CHUNK = 65536
 _KEEP_OPEN_TIMEOUT = 1.0
 # A connection the worker keeps is used again only this soon after its last work-horse
-# ended: uvicorn, the provider's server, closes a connection idle for 5 s.
+# ended: the provider (provider/connection.py) closes a connection idle for 5 s.
 _IDLE_LIMIT = 1.0
 
 
@@ -289,7 +290,7 @@ def send(
     status, response_headers, body = _request(
         base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), unprocessed
     )
-    return Reply(status, str(body.get("id", "")), response_headers.get("idempotent-replayed") == "true")
+    return Reply(status, str(body.get("id", "")), response_headers.get(_REPLAYED) == "true")
 
 
 def lookup(

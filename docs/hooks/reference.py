@@ -14,9 +14,7 @@ them without a build (tests/unit/test_docs_reference.py).
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 CLI_PAGE = "reference/cli.md"
@@ -30,27 +28,10 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 def openapi_document() -> dict[str, Any]:
     """The provider's OpenAPI document, as `GET /openapi.json` serves it from a provider
-    with a token (so that its 401s and its security scheme are in it).
+    with a token (so that its 401s and its security scheme are in it)."""
+    from provider.openapi import document
 
-    The one place that knows how to get it: once the provider offers the document on
-    its own (`provider.openapi.document()`), this body becomes that call."""
-    from starlette.testclient import TestClient
-
-    from provider.app import create_app
-    from provider.gate import Gate
-    from provider.holds import Holds
-    from provider.store import Store
-
-    token = "docs"
-    with tempfile.TemporaryDirectory(prefix="testbed-docs-") as scratch:
-        store = Store(Path(scratch) / "log.sqlite3")
-        try:
-            with TestClient(create_app(store, Holds(None, Gate()), token)) as http:
-                answer = http.get("/openapi.json", headers={"Authorization": f"Bearer {token}"})
-                answer.raise_for_status()
-                return answer.json()
-        finally:
-            store.close()
+    return document(protected=True)
 
 
 # --- Markdown helpers ----------------------------------------------------------------

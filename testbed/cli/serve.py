@@ -51,7 +51,7 @@ def provider(
 
     where = f"[{host}]" if ":" in host else host
     print(f"testbed provider: serving http://{where}:{sock.getsockname()[1]} (log {db})", file=sys.stderr, flush=True)
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal.
+    # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
         serve(port, db, host=host, token=token, sock=sock, access_log=True)
     return 0

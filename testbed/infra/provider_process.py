@@ -119,7 +119,7 @@ class ProviderAdmin:
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}", contract.to_dict())
 
     def put_scope_secret(self, ledger: str, secret: str) -> None:
-        """The secret users' jobs' scoped URLs for this ledger are signed with (provider/api.py)."""
+        """The secret users' jobs' scoped URLs for this ledger are signed with (provider/scopes.py)."""
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/scope", {"secret": secret})
 
     def advance_clock(self, ledger: str, seconds: float) -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from testbed.judge.scorecard import Row
     from testbed.lab.runner import Progress
 
-_VERSIONED = ("testbed", "rq", "redis", "psutil", "typer", "fastapi", "uvicorn", "httpx")
+_VERSIONED = ("testbed", "rq", "redis", "psutil", "typer", "pydantic", "httptools", "httpx")
 
 
 @dataclass(frozen=True, slots=True)

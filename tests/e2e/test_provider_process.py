@@ -134,11 +134,9 @@ def test_bad_requests(provider):
     assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404
 
 
-def test_a_send_is_answered_alike_by_the_fast_path_and_by_the_route(provider):
-    """The unarmed send is answered in the server's protocol (provider.server), what the fast
-    path does not take by the app's route: a JSON content type with a charset goes to the
-    route. Both give the same status, headers and body, for a send, its replay and a reuse
-    of its key with another payload."""
+def test_a_send_is_answered_alike_whatever_its_json_content_type(provider):
+    """A JSON content type with a charset is a JSON content type: the same status, headers
+    and body, for a send, its replay and a reuse of its key with another payload."""
     client, _ = provider
     path = ledger(client, "alike")
 
@@ -186,7 +184,7 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     private_redis_url: str, tmp_path
 ) -> None:
     """At a run's end a held request may wait for a release that will never come: the
-    provider's SIGTERM must stop it anyway, within uvicorn's graceful timeout, and not
+    provider's SIGTERM must stop it anyway, within its graceful second, and not
     wait until the run's grace runs out and a SIGKILL follows."""
     from labcore.boundaries import Boundary
     from labcore.bus import Bus
@@ -213,8 +211,8 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
 def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm_with_its_socket_removed(
     private_redis_url: str, workdir
 ) -> None:
-    """A run's provider stopped between requests does not sit through uvicorn's graceful
-    polling: it closes its store and its unix socket and dies by the SIGTERM, with an idle
+    """A run's provider stopped between requests does not wait for anything: it closes
+    its store and its unix socket and dies by the SIGTERM, with an idle
     keep-alive connection open. What it applied is in its log."""
     with a_runs_provider(workdir, private_redis_url, "idle") as (process, proc):
         assert (workdir / "provider.sock").exists()  # a short dir: the run's unix socket

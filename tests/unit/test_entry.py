@@ -53,14 +53,14 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         ),
         # What the provider imports before it serves: a run's first cell waits for it.
         # Its bus is connected, and redis-py imported, by the first armed request (provider.holds);
-        # its app, and the framework with it, by the first request the protocol does not answer.
-        ("import provider.__main__, provider.server", {"redis", "fastapi", "starlette"}),
+        # it checks requests with shapes of its own (provider.shapes), no validation framework.
+        ("import provider.__main__, provider.server", {"redis", "fastapi", "starlette", "uvicorn", "pydantic"}),
     ],
     ids=["command line", "provider"],
 )
 def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
     """redis-py's import costs 70 to 100 ms of CPU, rich's about 40, importlib.metadata's
-    15 to 25 (with the email package), FastAPI's about 250: they wait until used."""
+    15 to 25 (with the email package): they wait until used, and the provider needs no web framework at all."""
     code = f"{start}\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({tuple(later)})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -80,13 +80,13 @@ def test_the_command_line_runs_with_collection_on_and_its_imports_frozen(monkeyp
 
 
 def test_the_provider_serves_with_collection_on_and_its_start_frozen(monkeypatch, tmp_path):
-    """`python -m provider` makes its server and app with no collection: it serves collecting."""
+    """`python -m provider` makes its store and service with no collection: it serves collecting."""
     import provider.__main__
     import provider.server
 
     seen = []
     monkeypatch.setattr(
-        provider.server._Server, "run", lambda *_, **__: seen.append((gc.isenabled(), gc.get_freeze_count()))
+        provider.server.Server, "run", lambda *_, **__: seen.append((gc.isenabled(), gc.get_freeze_count()))
     )
     monkeypatch.setattr(sys, "argv", ["provider", "--port", "0", "--db", str(tmp_path / "log.sqlite3")])
     gc.unfreeze()

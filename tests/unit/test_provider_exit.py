@@ -1,34 +1,83 @@
-"""When the provider's SIGTERM may end it at once: no request in progress.
+"""When the provider's SIGTERM may end it at once: no request in progress (provider.server).
 
-A request's task leaves uvicorn's set of tasks by a done callback, which the
-event loop runs after the callback that writes the request's answer: a client
-woken by that write can stop the provider in between (a loaded CI machine did).
-A finished task there is not a request in progress."""
+The immediate end closes the store first. A held send whose client has gone
+away is still in progress until it is settled: its thread goes on using the
+store, and its key must end applied or dropped, not cut off mid-transaction."""
+
+from __future__ import annotations
 
 import asyncio
+import threading
 
-import uvicorn
+from provider.connection import Connections
+from provider.service import HeldSend, Request, Response
 
-from provider.server import _Server
-
-
-async def _app(scope: dict, receive: object, send: object) -> None:  # never called
-    raise AssertionError("no request expected")
+SEND = b"POST /ledgers/l/effects HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
 
 
-def test_a_finished_task_still_in_uvicorns_set_is_not_in_progress_and_a_running_one_is():
-    server = _Server(uvicorn.Config(_app, log_level="warning"), close=lambda: None)
-    tasks = server.server_state.tasks
+class Holding:
+    """A service whose every request is an armed send, held until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.settled = threading.Event()
+
+    def handle(self, request: Request) -> HeldSend:
+        def run() -> Response:
+            self.release.wait(5)
+            return Response(201, {})
+
+        return HeldSend(run, self.settled.set)
+
+
+def test_a_held_send_whose_client_went_away_is_in_progress_until_settled() -> None:
+    service = Holding()
 
     async def scenario() -> list[bool]:
-        finished = asyncio.get_running_loop().create_task(asyncio.sleep(0))
-        await finished
-        tasks.add(finished)  # its done callback (tasks.discard) has not run yet
-        seen = [server._in_progress()]
-        running = asyncio.get_running_loop().create_task(asyncio.sleep(10))
-        tasks.add(running)
-        seen.append(server._in_progress())
-        running.cancel()
+        connections = Connections(service, asyncio.get_running_loop())  # type: ignore[arg-type]
+        connection = connections()
+        transport = _Transport()
+        connection.connection_made(transport)
+        connection.data_received(SEND)
+        seen = [connections.in_progress()]
+        transport.close()
+        connection.connection_lost(None)  # the client is gone; its send is still held
+        seen.append(connections.in_progress())
+        service.release.set()
+        while not service.settled.is_set():
+            await asyncio.sleep(0.001)
+        seen.append(connections.in_progress())
+        seen.append(bool(connections.open))
         return seen
 
-    assert asyncio.run(scenario()) == [False, True]
+    assert asyncio.run(scenario()) == [True, True, False, False]
+
+
+def test_an_idle_server_has_nothing_in_progress() -> None:
+    async def scenario() -> bool:
+        connections = Connections(Holding(), asyncio.get_running_loop())  # type: ignore[arg-type]
+        connections().connection_made(_Transport())
+        return connections.in_progress()
+
+    assert asyncio.run(scenario()) is False
+
+
+class _Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self._closing = False
+
+    def write(self, data: bytes) -> None:  # type: ignore[override]
+        pass
+
+    def close(self) -> None:
+        self._closing = True
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
-from fastapi.testclient import TestClient
+from dataclasses import dataclass
+from typing import Any
 
+import pytest
+
+from labcore.answers import REPLAYED
 from labcore.boundaries import Boundary
 from labcore.events import Hit
 from labcore.faults import Release
 from labcore.scoped import Scope, sign
-from provider.app import create_app
 from provider.contract import Contract
 from provider.gate import Gate
 from provider.holds import Holds
+from provider.service import HeldSend
 from provider.store import LogReader, Store
+from tests.support.service_client import ServiceClient
 
 SECRET = "k" * 32
 LEDGER = "run.c001"
@@ -36,12 +40,47 @@ class RecordingHolds(Holds):
 def provider(tmp_path):
     store = Store(tmp_path / "p.sqlite3")
     holds = RecordingHolds()
-    client = TestClient(create_app(store, holds))
+    client = Client(ServiceClient(store, holds=holds))
     client.put(f"/ledgers/{LEDGER}", json=Contract().to_dict())
     assert client.put(f"/ledgers/{LEDGER}/scope", json={"secret": SECRET}).status_code == 200
     yield client, holds, tmp_path / "p.sqlite3"
-    client.close()
     store.close()
+
+
+class Client:
+    """The service asked as an HTTP client would ask it; an armed effect's hold is run at once."""
+
+    def __init__(self, service: ServiceClient) -> None:
+        self._service = service
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Answered:
+        answer = self._service.ask(method, url, **kwargs)
+        if isinstance(answer, HeldSend):
+            held, answer = answer, answer.run()
+            held.done()
+        return Answered(answer.status, answer.body, {REPLAYED: "true"} if answer.replayed else {})
+
+    def get(self, url: str, **kwargs: Any) -> Answered:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> Answered:
+        return self.request("POST", url, **kwargs)
+
+    def put(self, url: str, **kwargs: Any) -> Answered:
+        return self.request("PUT", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: Any) -> Answered:
+        return self.request("DELETE", url, **kwargs)
+
+
+@dataclass(frozen=True)
+class Answered:
+    status_code: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    def json(self) -> dict[str, Any]:
+        return self.body
 
 
 def base(op: str, attempt: int = 1, hit: str | None = None) -> str:
@@ -94,7 +133,7 @@ def test_lookup_and_listing_of_the_scoped_op(provider):
 def test_reads_under_api_are_not_effects(provider):
     client, _, db = provider
     assert client.get(f"{base('op-1')}/api/charges").status_code == 405
-    assert client.post(f"{base('op-1')}/api/charges", content=b"not json").status_code == 415
+    assert client.post(f"{base('op-1')}/api/charges", body=b"not json").status_code == 415
     assert records(db, "op-1") == {}
 
 

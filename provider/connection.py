@@ -1,0 +1,344 @@
+"""HTTP/1.1 on the provider's connections: each request parsed by httptools and handed whole
+to the service (`provider.service`), each answer written in one write.
+
+One write per answer, because each write can wake a client waiting for it.
+Nagle off on TCP: asyncio turns it off only for a socket made with IPPROTO_TCP
+named, and a listening socket's accepted ones are made without; on a keep-alive
+connection an answer would otherwise wait for the client's delayed ACK.
+
+A body is read to its end unless it runs past MAX_BODY, or declares that it
+will: then the request is answered from its head alone (413, or 401 without the
+token) and the connection closed, so an oversized body is never buffered. An
+armed send's answer is made in a thread of its own, which the send holds at its
+boundaries, and written once made; the connection reads nothing more meanwhile,
+and a request already pipelined behind it (no client of the lab's sends one) is
+refused as a malformed request is: 400, and the connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from http import HTTPStatus
+from typing import cast
+
+import httptools
+
+from labcore.answers import REPLAYED
+from provider.service import BAD_REQUEST, FAILED, HeldSend, Request, Response, Service
+from provider.wire import MAX_BODY
+
+IDLE_TICKS = 5  # a keep-alive connection idle for this many of the server's ticks (seconds) is closed
+
+_log = logging.getLogger("provider")
+_STATUS = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
+_REPLAYED_LINE = b"%s: true\r\n" % REPLAYED.lower().encode()
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# One encoder (json.dumps with options makes one each call); the bytes a JSON answer has always had.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _encode(response: Response, date: bytes, keep_alive: bool, head_only: bool = False) -> bytes:
+    """The answer on the wire: its head (`date`, the Date header's line) and its JSON body."""
+    body = _ENCODE(response.body).encode()
+    lines = [_STATUS[response.status], date]
+    if response.replayed:
+        lines.append(_REPLAYED_LINE)
+    for header in response.headers:
+        lines.append(b"%s: %s\r\n" % header)
+    lines.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+    if not keep_alive:
+        lines.append(b"connection: close\r\n")
+    lines.append(b"\r\n")
+    if not head_only:  # a HEAD's answer says how long its body would be, without it
+        lines.append(body)
+    return b"".join(lines)
+
+
+def _date_line(now: float) -> bytes:
+    t = time.gmtime(now)
+    day, month = _DAYS[t.tm_wday], _MONTHS[t.tm_mon - 1]
+    return b"date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n" % (
+        day.encode(),
+        t.tm_mday,
+        month.encode(),
+        t.tm_year,
+        t.tm_hour,
+        t.tm_min,
+        t.tm_sec,
+    )
+
+
+class Connections:
+    """A server's open connections, and what they share: the service, the event loop,
+    the Date header and the ticks that close idle ones (`tick`, once a second)."""
+
+    def __init__(self, service: Service, loop: asyncio.AbstractEventLoop, access: logging.Logger | None = None) -> None:
+        self.service = service
+        self.loop = loop
+        self.access = access  # logs a line for every answer, as `testbed provider` shows them
+        self.open: set[Connection] = set()
+        self.ticks = 0
+        self.date = _date_line(time.time())
+
+    def __call__(self) -> Connection:
+        """A new connection's protocol (the factory a server is made with)."""
+        return Connection(self)
+
+    def in_progress(self) -> bool:
+        return any(c.in_progress for c in self.open)
+
+    def tick(self) -> None:
+        self.ticks += 1
+        self.date = _date_line(time.time())
+        for connection in list(self.open):
+            connection.close_if_idle(self.ticks)
+
+    def shutdown(self) -> None:
+        """Each connection closes now, or once its request in progress is answered."""
+        for connection in list(self.open):
+            connection.shutdown()
+
+    def close(self) -> None:
+        for connection in list(self.open):
+            connection.close()
+
+
+class _Refused(Exception):
+    """A request the connection will not read: pipelined behind an armed send, or after its close."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, connections: Connections) -> None:
+        self._connections = connections
+        self._handle = connections.service.handle
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport  # from connection_made, which comes first
+        self._client = "-"  # for the access log
+        # The request coming in.
+        self._url = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._body = b""
+        self._keep_alive = True
+        self._cut = False  # answered from its head (its body is over the cap): the rest is not read
+        # The connection.
+        self._busy = False  # a request has begun to come in and is not answered yet
+        self._holding = False  # an armed send's answer is being made in its thread
+        self._write_paused = False  # the client is not reading its answers: nor do we its requests
+        self._closing = False  # the server is shutting down: closed once the request in progress is answered
+        self._lost = False
+        self._idle_since = connections.ticks
+
+    @property
+    def in_progress(self) -> bool:
+        return self._busy or self._holding
+
+    # -- asyncio's protocol ---------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = self._transport = cast(asyncio.Transport, transport)  # a stream's (uvloop's subclass none)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):  # TCP's (host, port); a unix socket's peer has no name
+            self._client = f"{peer[0]}:{peer[1]}"
+        self._connections.open.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # A plain request asking for an upgrade is answered as one, and the connection closed
+            # (`on_headers_complete`); a CONNECT, or what else the parser leaves unfinished, is refused.
+            if self._busy and not self._holding:
+                self._reject()
+        except httptools.HttpParserError:
+            self._reject()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._busy = False  # what was coming in will not be answered
+        if not self._holding:  # else once the held send is settled: it is still in progress
+            self._connections.open.discard(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self._holding:
+            self._resume()
+
+    # -- httptools' parser --------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._holding or self._transport.is_closing():
+            raise _Refused
+        self._busy = True
+        self._url = b""
+        self._headers = {}
+        self._body = b""
+        self._cut = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # The parser keeps a value's trailing whitespace, which is not part of it (RFC 9110, 5.5).
+        self._headers.setdefault(name.lower(), value.rstrip(b" \t"))
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        # HTTP/1.1's keep-alive unless it says close (HTTP/1.0's only when it asks for it); an upgrade
+        # this server does not speak is answered as a plain request, then the connection closed.
+        self._keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
+        declared = self._headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+            self._cut_short()
+            return
+        expect = self._headers.get(b"expect")
+        if expect is not None and expect.lower() == b"100-continue" and parser.get_http_version() == "1.1":
+            self._write(_CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        if not self._cut:
+            self._body += body
+            if len(self._body) > MAX_BODY:
+                self._cut_short()
+
+    def on_message_complete(self) -> None:
+        if not self._cut:
+            self._respond(oversized=False)
+
+    # -- answering ------------------------------------------------------------------------
+
+    def _cut_short(self) -> None:
+        """The body is over the cap: the request is answered from its head, and the connection closed."""
+        self._cut = True
+        self._keep_alive = False
+        self._body = b""
+        self._respond(oversized=True)
+
+    def _respond(self, oversized: bool) -> None:
+        request = self._request(oversized)
+        if request is None:
+            self._reject()
+            return
+        try:
+            answer = self._handle(request)
+        except Exception:
+            _log.exception("Exception answering %s %s", request.method, request.path)
+            answer = FAILED
+        if isinstance(answer, HeldSend):
+            self._hold(answer, request)
+        else:
+            self._answer(answer, request)
+
+    def _request(self, oversized: bool) -> Request | None:
+        """The request as the service takes it; None for a target that is not a path of ASCII."""
+        url = self._url
+        if url[:1] == b"/" and b"#" not in url:
+            path, _, query = url.partition(b"?")
+        else:  # the absolute form (a proxy's), or a fragment
+            try:
+                parsed = httptools.parse_url(url)
+            except httptools.HttpParserInvalidURLError:
+                return None
+            path, query = parsed.path or b"", parsed.query or b""
+        try:
+            text = path.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        method = self._parser.get_method().decode("ascii")
+        return Request(method, text, query.decode("latin-1") if query else "", self._headers, self._body, oversized)
+
+    def _answer(self, response: Response, request: Request) -> None:
+        keep_alive = self._keep_alive and not response.close and not self._closing
+        transport = self._transport
+        if not transport.is_closing():  # else its client went away, or it was closed after an earlier answer
+            transport.write(_encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
+        self._busy = False  # only now: a SIGTERM in between would find a request in progress
+        self._idle_since = self._connections.ticks
+        access = self._connections.access
+        if access is not None:
+            status = HTTPStatus(response.status)
+            line = f"{request.method} {self._url.decode('latin-1')} HTTP/{self._parser.get_http_version()}"
+            access.info('%s - "%s" %d %s', self._client, line, status, status.phrase)
+        if not keep_alive:
+            self.close()
+
+    def _reject(self) -> None:
+        """Not a request this connection will answer: 400, and the connection closed."""
+        self._busy = False
+        self._write(_encode(BAD_REQUEST, self._connections.date, keep_alive=False))
+        self.close()
+
+    def _hold(self, held: HeldSend, request: Request) -> None:
+        """An armed send: its answer made in a thread of its own, written once made."""
+        self._holding = True
+        self._pause()
+        loop = self._connections.loop
+
+        def run() -> None:
+            try:
+                response = held.run()
+            except Exception:
+                _log.exception("Exception in an armed send")
+                response = FAILED
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the provider stopped meanwhile
+                loop.call_soon_threadsafe(self._held_answered, response, held, request)
+
+        threading.Thread(target=run, name="armed send", daemon=True).start()
+
+    def _held_answered(self, response: Response, held: HeldSend, request: Request) -> None:
+        self._holding = False
+        try:
+            if self._closed():  # its client went away meanwhile, or the server closed the connection
+                self._busy = False
+            else:
+                self._answer(response, request)
+                if not self._write_paused:
+                    self._resume()
+        finally:
+            held.done()
+            if self._lost:
+                self._connections.open.discard(self)
+
+    # -- the transport ------------------------------------------------------------------------
+
+    def _closed(self) -> bool:
+        return self._transport.is_closing()
+
+    def _write(self, data: bytes) -> None:
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _pause(self) -> None:
+        if not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def _resume(self) -> None:
+        if not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def close_if_idle(self, ticks: int) -> None:
+        if not self.in_progress and ticks - self._idle_since > IDLE_TICKS:
+            self.close()
+
+    def shutdown(self) -> None:
+        if self.in_progress:
+            self._closing = True
+        else:
+            self.close()

@@ -1,0 +1,296 @@
+"""The provider's one request path: a request read once against the route table, decided with
+the ledger's state machine through the store, and answered.
+
+Sans-IO as far as HTTP goes: a server hands `Service.handle` a whole `Request`
+and writes the `Response` it gets back; the service's only I/O is the store's.
+A request is refused before the store is touched, so a refused request changes
+nothing and holds no key; in this order:
+
+1. a job's request while the gate is closed: 503 with Retry-After, nothing done (`provider.gate`);
+2. without the run's bearer token (all but the open routes): 401 with WWW-Authenticate;
+3. a body over MAX_BODY: 413 (the server has stopped reading it);
+4. no such path: 404; no such method at that path: 405 with Allow;
+5. a malformed path, query, header or body: 400 naming which, never what.
+
+What is left is a command (`provider.commands`), carried out. An armed send is
+admitted and claimed here, and held at its boundaries in a thread of its own
+(`HeldSend`, which the server runs): it blocks until the lab releases it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, assert_never
+from urllib.parse import unquote
+
+from labcore.answers import RETRY_AFTER, UNPROCESSED
+from labcore.boundaries import Boundary
+from labcore.credentials import matches
+from labcore.events import Hit
+from labcore.faults import Release
+from labcore.payloads import fingerprint
+from labcore.receipts import receipt
+from labcore.scoped import ROOT, BadScope
+from provider import commands
+from provider.gate import Gate
+from provider.holds import Holds
+from provider.ledger import Answer, SendTicket
+from provider.routes import ROUTES, Resource, read
+from provider.scopes import Scopes
+from provider.store import LogReader, Store, UnknownLedger
+from provider.wire import MAX_BODY
+
+Headers = Mapping[bytes, bytes]  # names in lower case; of a repeated header, the first
+
+
+# Request and Response: plain dataclasses, made for every request (see provider.commands); never changed.
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str  # as sent: percent-encoded
+    query: str = ""
+    headers: Headers = field(default_factory=dict)
+    body: bytes = b""
+    oversized: bool = False  # the body ran past MAX_BODY: `body` is not all of it, and is not read on
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: dict[str, Any]  # JSON
+    replayed: bool = False  # a stored answer given again: the replay header says so
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    close: bool = False  # the connection ends with this answer
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSend:
+    """An armed send, admitted and claimed: `run`, in a thread (it blocks at the hit's
+    boundaries), makes its answer; `done` once that answer is written."""
+
+    run: Callable[[], Response]
+    done: Callable[[], None]
+
+
+def malformed(where: list[str]) -> Response:
+    """The parts of the request that were wrong: never their values."""
+    return Response(400, {"error": f"malformed request ({', '.join(sorted(set(where))) or 'request'})"})
+
+
+HEALTHY = Response(200, {"status": "ok"})
+# Not a request at all (the server's parser gave up on it): the connection ends with the answer.
+BAD_REQUEST = Response(400, malformed([]).body, close=True)
+UNAUTHORIZED = Response(
+    401, {"error": "missing or wrong bearer token"}, headers=((b"www-authenticate", b"Bearer"),), close=True
+)
+TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY} bytes"}, close=True)
+NOT_FOUND = Response(404, {"error": "not found"})
+UNKNOWN_LEDGER = Response(404, {"error": "unknown ledger"})
+NOT_JSON = Response(415, {"error": "an effect's body must be JSON"})
+FAILED = Response(500, {"error": "internal server error"})
+NO_LOOKUP = Response(501, {"error": "this provider offers no lookup by reference"})
+ABANDONED = Response(503, {"error": "request abandoned"})
+TURNED_AWAY = Response(
+    UNPROCESSED,
+    {"error": "the provider is restarting; the request was not processed"},
+    headers=((RETRY_AFTER.encode(), b"1"),),
+)
+_SCOPED = f"{ROOT}/"  # under it, a path needs no bearer token, matched or not
+
+
+def _response(answer: Answer) -> Response:
+    return Response(answer.status, answer.body, answer.replayed)
+
+
+class Service:
+    def __init__(self, store: Store, holds: Holds, gate: Gate, token: str | None) -> None:
+        """With a token, every route but the open ones requires `Authorization: Bearer <token>`."""
+        self._store = store
+        self._holds = holds
+        self._gate = gate
+        self._token = token
+        self._scopes = Scopes(store)
+        self._reader: LogReader | None = None  # the audit's view of the log, opened by the first audit
+        self._document: dict[str, Any] | None = None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        self._store.close()
+
+    def handle(self, request: Request) -> Response | HeldSend:
+        path = unquote(request.path) if "%" in request.path else request.path
+        found = ROUTES.match(path)
+        if found is None:
+            return self._refused(request, path.startswith(_SCOPED)) or NOT_FOUND
+        resource, values = found
+        if not resource.gated:
+            return self._answer(resource, values, request)
+        if not self._gate.enter():
+            return TURNED_AWAY
+        try:
+            answer = self._answer(resource, values, request)
+        except BaseException:
+            self._gate.leave()
+            raise
+        if not isinstance(answer, HeldSend):  # a held send leaves the gate once its answer is written
+            self._gate.leave()
+        return answer
+
+    def _refused(self, request: Request, open_route: bool) -> Response | None:
+        if not open_route and self._token is not None:
+            presented = request.headers.get(b"authorization")
+            if not matches(None if presented is None else presented.decode("latin-1"), self._token):
+                return UNAUTHORIZED
+        return TOO_LARGE if request.oversized else None
+
+    def _answer(self, resource: Resource, values: tuple[str, ...], request: Request) -> Response | HeldSend:
+        refused = self._refused(request, resource.open)
+        if refused is not None:
+            return refused
+        operation = resource.by_method.get(request.method)
+        if operation is None:
+            return Response(405, {"error": resource.refusal}, headers=((b"allow", resource.allow),))
+        command = read(operation, values, request.query, request.headers, request.body)
+        if isinstance(command, list):
+            return malformed(command)
+        try:
+            return self._carry_out(command)
+        except UnknownLedger:
+            return UNKNOWN_LEDGER
+        except BadScope as exc:
+            return Response(403, {"error": str(exc)})
+
+    def _carry_out(self, command: commands.Command) -> Response | HeldSend:
+        store = self._store
+        match command:
+            case commands.SendEffect(ledger, key, attempt, hit, payload):
+                ticket = SendTicket(ledger, payload["reference"], key, fingerprint(payload), attempt)
+                if hit is None:
+                    sent = store.send(ticket, payload)
+                    return Response(sent.status, sent.body, sent.replayed)
+                early = store.admit(ticket)
+                return self._held(ticket, payload, hit) if early is None else _response(early)
+            case commands.CheckHealth():
+                return HEALTHY
+            case commands.PutLedger(ledger, contract):
+                store.put_ledger(ledger, contract)
+                return Response(200, {"ledger": ledger, "contract": contract.to_dict()})
+            case commands.LookUpEffect(ledger, reference):
+                if not store.contract(ledger).single_lookup:
+                    return NO_LOOKUP
+                status, effect = store.lookup(ledger, reference)
+                if effect is None:
+                    return Response(status, {"found": False, "inFlight": status == 409})
+                return Response(
+                    status, {"found": status == 200, "id": receipt(effect.id), "fingerprint": effect.fingerprint}
+                )
+            case commands.ListEffects(ledger, reference):
+                data = [
+                    {"id": receipt(e.id), "reference": reference, "fingerprint": e.fingerprint}
+                    for e in store.listing(ledger, reference)
+                ]
+                return Response(200, {"data": data})
+            case commands.ReadLog(ledger, after, limit):
+                logged = store.log(ledger, after, limit)
+                effects = [
+                    {
+                        "id": receipt(e.id),
+                        "reference": e.reference,
+                        "idempotencyKey": e.key,
+                        "fingerprint": e.fingerprint,
+                        "appliedAt": e.applied_at,
+                        "withdrawnAt": e.withdrawn_at,
+                    }
+                    for e in logged
+                ]
+                return Response(200, {"effects": effects, "next": logged[-1].id if len(logged) == limit else None})
+            case commands.AdvanceClock(ledger, seconds):
+                return Response(200, {"offsetSeconds": store.advance_clock(ledger, seconds)})
+            case commands.WithdrawEffects(ledger, reference):
+                return Response(200, {"withdrawn": store.withdraw(ledger, reference)})
+            case commands.PutScope(ledger, secret):
+                self._scopes.put(ledger, secret)
+                return Response(200, {"ledger": ledger})
+            case commands.AuditLedger(ledger, references):
+                if self._reader is None:
+                    self._reader = LogReader(store.path)
+                records = self._reader.records(ledger, references)
+                return Response(
+                    200,
+                    {
+                        "effects": self._reader.effect_count(ledger),
+                        "records": {r: asdict(counts) for r, counts in records.items()},
+                    },
+                )
+            case commands.GetDocument():
+                if self._document is None:
+                    from provider.openapi import document  # what builds it is imported by its first reader
+
+                    self._document = document(protected=self._token is not None)
+                return Response(200, self._document)
+            case commands.ScopedSend(method, token, path, key, body):
+                return self._scoped_send(method, token, path, key, body)
+            case commands.ScopedLookUp(token):
+                scope = self._scopes.verify(token)
+                if not store.contract(scope.ledger).single_lookup:
+                    return NO_LOOKUP
+                status, found = store.lookup(scope.ledger, scope.reference)
+                answer: dict[str, Any] = {"found": status == 200, "inFlight": status == 409}
+                if found is not None:
+                    answer |= {"id": receipt(found.id), "withdrawn": found.withdrawn}
+                return Response(status, answer)
+            case commands.ScopedList(token):
+                scope = self._scopes.verify(token)
+                rows = store.listing(scope.ledger, scope.reference)
+                return Response(200, {"data": [{"id": receipt(e.id), "reference": scope.reference} for e in rows]})
+            case _:
+                assert_never(command)
+
+    def _scoped_send(self, method: str, token: str, path: str, key: str | None, body: bytes) -> Response | HeldSend:
+        """An effect of a user's job: its body, any JSON (or none), is what the log keeps, and the
+        key's fingerprint covers the method, the path and the body."""
+        scope = self._scopes.verify(token)
+        try:
+            parsed = json.loads(body) if body.strip() else None
+        except (ValueError, RecursionError):
+            return NOT_JSON
+        payload = parsed if isinstance(parsed, dict) else {"body": parsed}
+        identity = fingerprint({"method": method, "path": f"/api/{path}", "body": parsed})
+        ticket = SendTicket(scope.ledger, scope.reference, key, identity, scope.attempt)
+        if scope.hit is None:
+            return _response(self._store.send(ticket, payload))
+        early = self._store.admit(ticket)
+        if early is not None:
+            return _response(early)
+        hit = self._scopes.first_use(scope)  # only an admitted effect uses the armed hit up
+        return _response(self._store.apply(ticket, payload)) if hit is None else self._held(ticket, payload, hit)
+
+    def _held(self, ticket: SendTicket, payload: dict[str, Any], hit: Hit) -> HeldSend:
+        return HeldSend(functools.partial(self._hold, ticket, payload, hit), self._gate.leave)
+
+    def _hold(self, ticket: SendTicket, payload: dict[str, Any], hit: Hit) -> Response:
+        """An admitted armed send, held at its boundaries. Runs in a thread, which owns the
+        claimed key until the send is applied or dropped."""
+        store, holds = self._store, self._holds
+        settled = False  # store.apply and store.drop each release the claim exactly once
+        try:
+            if holds.at(Boundary.BEFORE_EFFECT, hit) is Release.DROP:
+                settled = True
+                store.drop(ticket)
+                holds.done(Boundary.BEFORE_EFFECT, hit)
+                return ABANDONED
+            settled = True
+            answer = store.apply(ticket, payload)
+            holds.done(Boundary.BEFORE_EFFECT, hit)
+            holds.at(Boundary.AFTER_EFFECT, hit)
+            holds.done(Boundary.AFTER_EFFECT, hit)
+            return _response(answer)
+        finally:
+            if not settled:  # the hold itself failed (the bus is gone): the key must not stay in flight
+                store.drop(ticket)
