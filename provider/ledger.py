@@ -52,7 +52,7 @@ class Answer:
     replayed: bool = False
 
 
-class Outcome(StrEnum):
+class SendOutcome(StrEnum):
     """What became of a send, as the request log records it."""
 
     APPLIED = "applied"
@@ -83,7 +83,7 @@ class LedgerState(Protocol):
     def unclaim(self, key: str | None, reference: str) -> None: ...
     def append_effect(self, ticket: SendTicket, body: dict[str, Any], at: float) -> int: ...
     def store_key(self, key: str, stored: StoredKey) -> None: ...
-    def record_send(self, ticket: SendTicket, outcome: Outcome, status: int, at: float) -> None: ...
+    def record_send(self, ticket: SendTicket, outcome: SendOutcome, status: int, at: float) -> None: ...
     def count_read(self, reference: str, read: Read) -> None: ...
     def withdraw(self, reference: str, at: float) -> int: ...
     def shift_clock(self, seconds: float) -> float: ...
@@ -140,7 +140,7 @@ def admit(state: LedgerState, ticket: SendTicket) -> Answer | None:
         answer = Answer(stored.status, stored.response, replayed=True)
     else:
         answer = _EARLY[decision]
-    state.record_send(ticket, Outcome(decision.value), answer.status, now)
+    state.record_send(ticket, SendOutcome(decision.value), answer.status, now)
     return answer
 
 
@@ -151,11 +151,11 @@ def apply(state: LedgerState, ticket: SendTicket, payload: dict[str, Any]) -> An
         now = state.now()
         if declines(state.contract, payload):
             answer = Answer(DECLINED_STATUS, {"error": "recipient declined", "reference": ticket.reference})
-            outcome = Outcome.DECLINED
+            outcome = SendOutcome.DECLINED
         else:
             effect = state.append_effect(ticket, payload, now)
             answer = Answer(201, {"id": receipt(effect), "reference": ticket.reference})
-            outcome = Outcome.APPLIED
+            outcome = SendOutcome.APPLIED
         if ticket.key and _dedups(state, ticket.key):
             state.store_key(ticket.key, StoredKey(ticket.fingerprint, answer.status, answer.body, now))
         state.record_send(ticket, outcome, answer.status, now)
@@ -167,7 +167,7 @@ def apply(state: LedgerState, ticket: SendTicket, payload: dict[str, Any]) -> An
 def drop(state: LedgerState, ticket: SendTicket) -> None:
     """Forget an admitted send without applying it (its client is gone)."""
     try:
-        state.record_send(ticket, Outcome.DROPPED, 0, state.now())
+        state.record_send(ticket, SendOutcome.DROPPED, 0, state.now())
     finally:
         state.unclaim(ticket.key, ticket.reference)
 

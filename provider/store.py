@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from provider import ledger as machine
 from provider.contract import Contract, EffectRow, StoredKey
-from provider.ledger import Answer, Claims, Outcome, Read, SendTicket
+from provider.ledger import Answer, Claims, Read, SendOutcome, SendTicket
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ class _SqliteLedger:
             (self.name, key, stored.fingerprint, stored.status, json.dumps(stored.response), stored.created_at),
         )
 
-    def record_send(self, ticket: SendTicket, outcome: Outcome, status: int, at: float) -> None:
+    def record_send(self, ticket: SendTicket, outcome: SendOutcome, status: int, at: float) -> None:
         self._db.execute(
             "INSERT INTO requests (ledger, reference, idem_key, attempt, outcome, status, at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -328,7 +328,7 @@ class LogReader:
             ),
             (
                 ("sends", "declined"),
-                f"SELECT reference, COUNT(*), SUM(outcome = '{Outcome.DECLINED.value}') FROM requests "
+                f"SELECT reference, COUNT(*), SUM(outcome = '{SendOutcome.DECLINED.value}') FROM requests "
                 f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
             ),
             (

@@ -161,7 +161,8 @@ class RemoteProvider:
 
 
 class RemoteLog:
-    """The checker's view of a remote provider's log (its audit route, provider/routes.py), as LogReader gives a local one."""
+    """The checker's view of a remote provider's log (its audit route, provider/routes.py),
+    as LogReader gives a local one."""
 
     def __init__(self, url: str, token: str | None) -> None:
         self._http = provider_client(url, token, timeout=30.0)

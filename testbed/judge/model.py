@@ -24,7 +24,7 @@ from labcore.plan import Armed, Plan
 from labcore.receipts import receipt
 from provider import ledger
 from provider.contract import Contract, EffectRow, StoredKey
-from provider.ledger import Claims, Outcome, Read, SendTicket
+from provider.ledger import Claims, Read, SendOutcome, SendTicket
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS, Nemesis, ReadPath, Scenario
 from testbed.experiment.workload import make_op, replanned
@@ -121,9 +121,9 @@ class _Provider:
     def store_key(self, key: str, stored: StoredKey) -> None:
         self.keys[key] = stored
 
-    def record_send(self, ticket: SendTicket, outcome: Outcome, status: int, at: float) -> None:
+    def record_send(self, ticket: SendTicket, outcome: SendOutcome, status: int, at: float) -> None:
         self.sends += 1
-        self.declined += outcome is Outcome.DECLINED
+        self.declined += outcome is SendOutcome.DECLINED
 
     def count_read(self, reference: str, read: Read) -> None:
         self.lookups += 1

@@ -73,7 +73,7 @@ class StoredEvent(Record):
         return Noted(EventKind(self.event), self.at, dict(self.model_extra or {}))
 
 
-class Invalid(UsageError):
+class Mismatch(UsageError):
     """A stored file that does not match its schema (exit 2, one line)."""
 
     def __init__(self, where: str, schema: str, error: ValidationError) -> None:

@@ -37,7 +37,7 @@ from provider.store import ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
-from testbed.lab.formats import Invalid, Record, StoredEvent, published, shown
+from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
 from testbed.lab.layout import HISTORY, PROVIDER_RECORDS
 from workers.flow import Outcome
 
@@ -185,7 +185,7 @@ def read_history(run: Path) -> Iterator[Line]:
         try:
             yield parse_line(line)
         except ValidationError as exc:
-            raise Invalid(where, "history", exc) from None
+            raise Mismatch(where, "history", exc) from None
 
 
 def read_provider_records(run: Path) -> Iterator[ProviderRecordsLine]:
@@ -194,7 +194,7 @@ def read_provider_records(run: Path) -> Iterator[ProviderRecordsLine]:
         try:
             yield ProviderRecordsLine.model_validate_json(line)
         except ValidationError as exc:
-            raise Invalid(where, "provider records", exc) from None
+            raise Mismatch(where, "provider records", exc) from None
 
 
 def _lines(path: Path) -> Iterator[tuple[str, bytes]]:

@@ -29,7 +29,7 @@ from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab.history import AnomalyLine, CellLine, EventLine, FactsLine, read_history
 from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
-from testbed.lab.results import Results, RunOptions
+from testbed.lab.results import GivenOptions, Results
 from testbed.lab.store import StoredRecords
 
 Overrides = dict[Cell, dict[str, int]]
@@ -95,7 +95,7 @@ def _with_provider(log: ProviderRecords, ledger: str, intents: list[list[OpFacts
             yield [with_record(o, records.get(o.op, ReferenceRecord())) for o in ops]
 
 
-def _plan(cell: Cell, options: RunOptions, seed: int) -> Plan:
+def _plan(cell: Cell, options: GivenOptions, seed: int) -> Plan:
     if cell.spread:
         boundaries = tuple(Boundary(b) for b in options.boundaries or ())
         return Random(options.kill_rate or 0.0, boundaries, cell.fault, options.retries, seed)
@@ -106,7 +106,7 @@ def stored_cells(results: Results) -> list[Cell]:
     return [row.as_cell() for row in results.rows]
 
 
-def _expected(cell: Cell, overrides: Overrides | None, options: RunOptions) -> dict[str, int] | None:
+def _expected(cell: Cell, overrides: Overrides | None, options: GivenOptions) -> dict[str, int] | None:
     """The user's own expectation for the cell: given now, or else the one the run had."""
     if overrides is not None:
         return overrides.get(cell)

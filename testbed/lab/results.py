@@ -26,7 +26,7 @@ from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import COUNT_FIELDS
 from testbed.judge.scorecard import Row, camel
-from testbed.lab.formats import Invalid, Record, StoredEvent, published, shown
+from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
 from testbed.lab.history import cell_fields
 from testbed.lab.layout import RESULTS
 from workers.strategies import STRATEGIES
@@ -186,7 +186,7 @@ class WorkerSettings(Record):
     job_monitoring_interval: int
 
 
-class RunOptions(Record):
+class GivenOptions(Record):
     """What the command was given: each command (chaos, replay, load) has its own."""
 
     model_config = ConfigDict(extra="allow")
@@ -223,7 +223,7 @@ class RunOptions(Record):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_order(cls, data: Any, handler: ModelWrapValidatorHandler[RunOptions]) -> RunOptions:
+    def _keep_order(cls, data: Any, handler: ModelWrapValidatorHandler[GivenOptions]) -> GivenOptions:
         made = handler(data)
         if isinstance(data, dict):
             made._order = tuple(data)
@@ -256,7 +256,7 @@ class Results(Record):
     started_at: str = Field(description="UTC, ISO 8601.")
     wall_seconds: float
     seed: int
-    options: RunOptions
+    options: GivenOptions
     versions: dict[str, str] = Field(description="Of the lab, its libraries, Python and the Redis server.")
     machine: Machine
     verdict: Verdict = Field(description="pass: every cell as expected.")
@@ -328,13 +328,13 @@ def write(path: Path, results: dict[str, Any]) -> None:
 
 
 def parse(results: dict[str, Any] | str | bytes, where: str = RESULTS) -> Results:
-    """A results document, as written or as a run holds it before writing it: Invalid
+    """A results document, as written or as a run holds it before writing it: Mismatch
     (one line) where it does not match. Checked as the file is, from its JSON."""
     text = json.dumps(results) if isinstance(results, dict) else results
     try:
         return Results.model_validate_json(text)
     except ValidationError as exc:
-        raise Invalid(where, "results", exc) from None
+        raise Mismatch(where, "results", exc) from None
 
 
 def parse_row(row: dict[str, Any]) -> ResultRow:
@@ -343,7 +343,7 @@ def parse_row(row: dict[str, Any]) -> ResultRow:
 
 
 def read(path: Path) -> Results:
-    """A results.json: Invalid where it does not match, UsageError where it cannot be read."""
+    """A results.json: Mismatch where it does not match, UsageError where it cannot be read."""
     try:
         text = path.read_bytes()
     except OSError as exc:

@@ -180,7 +180,7 @@ class StoredRun:
 
 def check_stored(run: Path) -> Results:
     """A stored run's results, once every record of it is as its schema says (results.json,
-    each line of history.jsonl and of provider-records.jsonl): Invalid (one line) where
+    each line of history.jsonl and of provider-records.jsonl): Mismatch (one line) where
     one is not."""
     from testbed.lab import history, results
 

@@ -20,14 +20,14 @@ from testbed.infra.supervisor import Supervisor, WorkerProcess
 _CONFIRM_TIMEOUT = 5.0
 
 
-class Worker(Protocol):
+class NamedWorker(Protocol):
     """A worker as the controller names it: one this process started, or a host's."""
 
     @property
     def name(self) -> str: ...
 
 
-W = TypeVar("W", bound=Worker)
+W = TypeVar("W", bound=NamedWorker)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import history, reference, results
-from testbed.lab.formats import Invalid
+from testbed.lab.formats import Mismatch
 from testbed.lab.session import Session
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
@@ -107,16 +107,16 @@ def test_a_row_read_back_counts_as_it_was_written():
 def test_a_document_that_does_not_match_is_refused_in_one_line():
     tampered = document()
     tampered["rows"][1]["effects"] = "20"
-    with pytest.raises(Invalid) as refused:
+    with pytest.raises(Mismatch) as refused:
         results.parse(tampered, "runs/x/results.json")
     assert (
         str(refused.value)
         == "runs/x/results.json does not match the results schema: rows.1.effects: expected an integer"
     )
     del tampered["rows"][1]["effects"], tampered["machine"]
-    with pytest.raises(Invalid, match=r"schema: machine: missing \(and 1 more\)$"):
+    with pytest.raises(Mismatch, match=r"schema: machine: missing \(and 1 more\)$"):
         results.parse(tampered)
-    with pytest.raises(Invalid, match="invalid JSON"):
+    with pytest.raises(Mismatch, match="invalid JSON"):
         results.parse(b"{")
 
 
@@ -160,10 +160,10 @@ def test_history_lines_as_the_run_writes_them_read_back():
 
 def test_a_history_line_that_does_not_match_is_named_by_its_place(tmp_path):
     (tmp_path / "history.jsonl").write_text('{"type":"cell"}\n\n{"type":"note","cell":"c001"}\n')
-    with pytest.raises(Invalid, match=r"history\.jsonl:1 does not match the history schema: cell\.cell: missing"):
+    with pytest.raises(Mismatch, match=r"history\.jsonl:1 does not match the history schema: cell\.cell: missing"):
         list(history.read_history(tmp_path))
     (tmp_path / "history.jsonl").write_text('\n{"type":"note","cell":"c001"}\n')
-    with pytest.raises(Invalid, match=r"history\.jsonl:2 does not match the history schema: .*'note'"):
+    with pytest.raises(Mismatch, match=r"history\.jsonl:2 does not match the history schema: .*'note'"):
         list(history.read_history(tmp_path))
 
 
