@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.errors import UsageError
+from testbed.lab import files
 
 # Past either limit a run needs --yes: it would keep the machine busy or its Redis big for long.
 CONFIRM_SECONDS = 30 * 60
@@ -32,12 +33,9 @@ def output_file(option: str, path: Path) -> None:
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     # The file is written next to its place and moved there: try exactly that
     # (permissions alone do not tell, for root or on a file system like /proc).
-    probe = path.with_name(path.name + ".tmp")
     try:
-        with open(probe, "a"):
-            pass
-        probe.unlink()
-    except OSError:
+        files.probe(path)
+    except files.Unwritable:
         raise UsageError(f"{option} {path}: not writable") from None
 
 

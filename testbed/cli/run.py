@@ -48,6 +48,7 @@ from testbed.experiment.selection import (
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
+from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
 from testbed.lab.options import RunOptions, every_nth, matrix_cells
 from testbed.lab.store import RunStore
@@ -190,7 +191,8 @@ def write_report(run: Path) -> Path:
     from testbed.report import html
 
     page = html.render(results.read(run / RESULTS), read_history(run))
-    (run / REPORT).write_text(page)
+    with replaced(run / REPORT) as out:
+        out.write(page.encode())
     return run / REPORT
 
 

@@ -26,6 +26,7 @@ from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import COUNT_FIELDS
 from testbed.judge.scorecard import Row, camel
+from testbed.lab.files import replaced
 from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
 from testbed.lab.history import cell_fields
 from testbed.lab.layout import RESULTS
@@ -315,13 +316,14 @@ def document(meta: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def write(path: Path, results: dict[str, Any]) -> None:
-    """Whole or not at all: written next to its place, then moved there."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(results, indent=2) + "\n")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Whole or not at all (`testbed.lab.files.replaced`): Unwritable where it cannot be."""
+    with replaced(path) as out:
+        out.write(text(results).encode())
+
+
+def text(results: dict[str, Any]) -> str:
+    """A results document as the file holds it."""
+    return json.dumps(results, indent=2) + "\n"
 
 
 # ---------------------------------------------------------------- reading

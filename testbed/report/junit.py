@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
+from testbed.lab.files import replaced
 from testbed.lab.results import OpDifference, ResultRow, Results
 from testbed.report import document
 
@@ -66,8 +67,10 @@ def _op_line(op: OpDifference) -> str:
 
 
 def write_junit(path: Path | str, results: Results) -> None:
+    """Whole or not at all (`testbed.lab.files.replaced`): Unwritable where it cannot be."""
     tree = ET.ElementTree(junit(results))
     ET.indent(tree)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tree.write(target, encoding="utf-8", xml_declaration=True)
+    with replaced(target) as out:
+        tree.write(out, encoding="utf-8", xml_declaration=True)
