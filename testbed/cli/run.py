@@ -4,7 +4,7 @@ input first, then one shared path runs it, keeps it and reports it."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -151,18 +151,39 @@ def _run(
     store = None if out.store.no_store else RunStore(out.store.store)
     with Live() as live:
         ran = session.execute(stack, options, live.judged, live.tick, store)
+    ran, failure, where = _keep_results(ran, out, store)
+    if failure:
+        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {where}"
+        raise RunFailure(f"{failure} ({done})")
+    return ran
+
+
+def _keep_results(ran: Any, out: Output, store: RunStore | None) -> tuple[Any, str | None, str]:
+    """results.json where it can be written: the stored run's first (a store that fails then
+    leaves the run incomplete, and --json says so), then --json; if neither, stdout. The run
+    as kept, the failure to end it with (the run's, or a file that could not be written), and
+    where its results are."""
+    from testbed.lab.files import Unwritable
+
+    stored, where = ran.stored, "stdout"
+    if stored is not None and stored.broken is None:
+        assert store is not None
+        try:
+            stored.keep_results(out.document(ran))
+            store.mark_latest(ran.run_id)
+            where = str(stored.path / RESULTS)
+        except Unwritable as exc:
+            ran = replace(ran, failure=ran.failure or str(exc))
     from testbed.lab import results  # at the end: its records are built as it is imported
 
     document = out.document(ran)
-    results.write(out.json_path, document)
-    if ran.stored is not None:
-        results.write(ran.stored.path / RESULTS, document)
-        assert store is not None
-        store.mark_latest(ran.run_id)
-    if ran.failure:
-        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {out.json_path}"
-        raise RunFailure(f"{ran.failure} ({done})")
-    return ran
+    try:
+        results.write(out.json_path, document)
+    except Unwritable as exc:
+        if where == "stdout":
+            print(results.text(document), end="")
+        return ran, "; ".join(filter(None, [ran.failure, str(exc)])), where
+    return ran, ran.failure, str(out.json_path)
 
 
 def _finish(ran: Any, out: Output) -> int:

@@ -179,13 +179,24 @@ def parse_line(text: str | bytes) -> Line:
     return _history().validate_json(text)
 
 
-def read_history(run: Path) -> Iterator[Line]:
-    """A stored run's history, a line at a time, each checked against its record."""
+def read_history(run: Path, *, interrupted: bool = False) -> Iterator[Line]:
+    """A stored run's history, a line at a time, each checked against its record and
+    against the lines before it (a cell's lines come after its `cell` line): UsageError,
+    one line, where one is not. `interrupted`: the run was killed outright, and its last
+    line may be half-written; left out if so."""
+    started: set[str] = set()
     for where, line in _lines(run / HISTORY):
         try:
-            yield parse_line(line)
+            read = parse_line(line)
         except ValidationError as exc:
+            if interrupted and not line.endswith(b"\n"):
+                return
             raise Mismatch(where, "history", exc) from None
+        if isinstance(read, CellLine):
+            started.add(read.cell)
+        elif read.cell not in started:
+            raise UsageError(f"{where} is out of place: cell {read.cell} has no cell line before it")
+        yield read
 
 
 def read_provider_records(run: Path) -> Iterator[ProviderRecordsLine]:

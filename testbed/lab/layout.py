@@ -40,6 +40,6 @@ FILES = (
         " as the run judged it",
         False,
     ),
-    StoredFile(LOGS, "the logs of the run's processes (provider, workers, Redis)", True),
+    StoredFile(LOGS, "the logs of the run's processes (provider, workers, Redis), kept as the run ends", True),
     StoredFile(REPORT, "the run's report page, once --report or `testbed report` has written it", False),
 )

@@ -33,6 +33,8 @@ from testbed.lab.layout import RESULTS
 from workers.strategies import STRATEGIES
 
 Verdict = Literal["pass", "fail"]
+# A run's: incomplete when a part of the lab failed (exit 3), whatever its judged cells say.
+RunVerdict = Literal["pass", "fail", "incomplete"]
 
 
 # ---------------------------------------------------------------- a row
@@ -260,14 +262,17 @@ class Results(Record):
     options: GivenOptions
     versions: dict[str, str] = Field(description="Of the lab, its libraries, Python and the Redis server.")
     machine: Machine
-    verdict: Verdict = Field(description="pass: every cell as expected.")
+    verdict: RunVerdict = Field(
+        description="pass: every cell as expected; fail: a cell differs; incomplete: a part of the lab failed"
+        " during the run (exit 3), whatever its judged cells say (runs stored before this value say pass or"
+        " fail, with incomplete true)."
+    )
     rows: list[ResultRow]
 
     def judged_again(self, rows: Sequence[Row]) -> Results:
         """The same run with these rows in place of its own (`testbed check`)."""
         again = [parse_row(row_json(row)) for row in rows]
-        verdict: Verdict = "pass" if all(r.passed for r in rows) else "fail"
-        return self.model_copy(update={"rows": again, "verdict": verdict})
+        return self.model_copy(update={"rows": again, "verdict": run_verdict(self.incomplete, rows)})
 
 
 # ---------------------------------------------------------------- writing
@@ -310,9 +315,16 @@ def row_json(row: Row) -> dict[str, Any]:
 
 def document(meta: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
     """The results document of a run: `meta` (what the session says of it) and its rows."""
-    out = {**meta, "verdict": "pass" if all(r.passed for r in rows) else "fail"}
+    out = {**meta, "verdict": run_verdict(bool(meta.get("incomplete")), rows)}
     out["rows"] = [row_json(r) for r in rows]
     return out
+
+
+def run_verdict(incomplete: bool, rows: Sequence[Row]) -> RunVerdict:
+    """Never pass for a run the lab could not finish: its verdict is withheld."""
+    if incomplete:
+        return "incomplete"
+    return "pass" if all(r.passed for r in rows) else "fail"
 
 
 def write(path: Path, results: dict[str, Any]) -> None:

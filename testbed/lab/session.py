@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import RunStack, Stack, StackOptions
+from testbed.lab.files import Unwritable
 from testbed.lab.options import RunOptions
 from testbed.lab.store import RunDir, RunStore
 
@@ -77,11 +78,7 @@ def execute(
             ran = run_cells(stack, options, judged, tick, run_dir)
             versions = _versions(stack.redis)
             if run_dir is not None:
-                run_dir.close()
-                stack.stop_services()  # the provider's log is copied whole, once nothing writes to it
-                if stack.provider.db is not None:  # a remote provider's records were kept as judged
-                    run_dir.keep_provider_log(stack.provider.db)
-                run_dir.keep_logs(stack.workdir)
+                ran = _kept(ran, stack, run_dir)
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
     except KeyboardInterrupt:
@@ -132,6 +129,20 @@ def run_cells(
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
         return Ran(rows, str(exc), not_run)
+
+
+def _kept(ran: Ran, stack: RunStack, run_dir: RunDir) -> Ran:
+    """The run's history closed, its provider's log and its processes' logs kept: a store
+    that could not be written, now or during the cells, ends the run as the lab's failure."""
+    try:
+        run_dir.close()
+        stack.stop_services()  # the provider's log is copied whole, once nothing writes to it
+        if stack.provider.db is not None:  # a remote provider's records were kept as judged
+            run_dir.keep_provider_log(stack.provider.db)
+        run_dir.keep_logs(stack.workdir)
+    except Unwritable as exc:
+        return Ran(ran.rows, ran.failure or str(exc), ran.not_run)
+    return ran
 
 
 def _open_stack(run_id: str, options: StackOptions) -> RunStack:

@@ -13,43 +13,69 @@ A stored run holds the files of `testbed.lab.layout.FILES`:
 - `logs/`, the processes' logs;
 - `report.html`, once `--report` or `testbed report` has written it.
 
-`testbed check` re-judges a stored run from `history.jsonl` and either of
-the provider's files alone, once `check_stored` has found its files as their
-schemas say. The formats' modules are imported only where a run is read back:
-a run's start does without them.
+Every file is written through `testbed.lab.files` (never through a planted
+symlink); one the file system refuses breaks the store, and the run ends as
+the lab's failure (exit 3). While the run goes its process holds a lock on
+its directory: a directory with no results.json and no lock is a run killed
+before its end (`unended`).
+
+`testbed check`, `report` and `compare` trust a stored run only once
+`check_stored` has read every file of it and found it as its schema says (a
+damaged file is one line naming it, exit 2); `check` then re-judges it from
+`history.jsonl` and either of the provider's files alone. The formats'
+modules are imported only where a run is read back: a run's start does
+without them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import sqlite3
+import stat
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
 
-from testbed.errors import UsageError
+from provider.store import LogReader, ReferenceRecord
+from testbed.errors import RunFailure, UsageError
+from testbed.lab import files
+from testbed.lab.files import Unwritable
 from testbed.lab.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
 
 if TYPE_CHECKING:
-    from provider.store import ReferenceRecord
+    from testbed.judge.facts import ProviderRecords
     from testbed.lab.results import Results
 
 LATEST = "latest"
 
+T = TypeVar("T")
+
 _FLUSH_EVERY = 1.0  # seconds: a run killed outright loses at most this much of its history
+_BUFFER = 1 << 16
 
 
 class RunDir:
-    """One run's directory, written while the run goes."""
+    """One run's directory, written while the run goes. Its run holds a lock on it until
+    the run's process exits: a directory without results.json and without the lock is a
+    run killed before its end. Every file is written through `testbed.lab.files`; the first
+    one the file system refuses breaks the store (`broken`), and every later write and
+    `close` raise that Unwritable again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._history: IO[str] = open(path / HISTORY, "a", buffering=1 << 16)  # noqa: SIM115 (closed in close())
-        self._records: IO[str] | None = None  # opened by the first keep_records
+        self.broken: Unwritable | None = None
+        self._lock = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        with contextlib.suppress(OSError):  # a file system without locks: the run shows as interrupted while it goes
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._history = _Stream(path / HISTORY)
+        self._records: _Stream | None = None  # opened by the first keep_records
         self._flushed = time.monotonic()
 
     def record(self, line: str) -> None:
@@ -60,61 +86,193 @@ class RunDir:
         """What a provider the run did not start (its log stays on its host) said of
         some ops, as the run judged them (`testbed.lab.history.records_line`)."""
         if self._records is None:
-            self._records = open(self.path / PROVIDER_RECORDS, "a", buffering=1 << 16)  # noqa: SIM115
+            self._records = self._guarded(lambda: _Stream(self.path / PROVIDER_RECORDS))
         self._write(self._records, line)
 
-    def _write(self, out: IO[str], line: str) -> None:
-        out.write(line)
+    def _write(self, out: _Stream, line: str) -> None:
+        self._guarded(lambda: out.write(line))
         if time.monotonic() - self._flushed > _FLUSH_EVERY:
-            for file in (self._history, self._records):
-                if file is not None:
-                    file.flush()
+            for stream in self._streams():
+                self._guarded(stream.flush)
             self._flushed = time.monotonic()
 
+    def _streams(self) -> list[_Stream]:
+        return [self._history] + ([self._records] if self._records is not None else [])
+
+    def _guarded(self, write: Callable[[], T]) -> T:
+        """A write, unless the store is broken; the store broken by its Unwritable."""
+        if self.broken is not None:
+            raise self.broken
+        try:
+            return write()
+        except Unwritable as exc:
+            self.broken = exc
+            raise
+
     def keep_provider_log(self, db: Path) -> None:
-        """A consistent copy, WAL included, through SQLite's own backup."""
+        """A consistent copy, WAL included, through SQLite's own backup, made beside the
+        log (the run's private temp dir) and kept as one file (no WAL: a reader needs
+        nothing beside it), then written into the store as every file is."""
         if not db.exists():
             return
-        source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        target = sqlite3.connect(self.path / PROVIDER_LOG)
+        copy = files.temp_name(db)
         try:
-            source.backup(target)
+            source, target = sqlite3.connect(f"file:{db}?mode=ro", uri=True), sqlite3.connect(copy)
+            with contextlib.closing(source), contextlib.closing(target):
+                source.backup(target)
+                target.execute("PRAGMA journal_mode=DELETE")
+            self._copy(copy, self.path / PROVIDER_LOG)
+        except sqlite3.Error as exc:  # the run's own temp dir is full, or the log cannot be read
+            raise Unwritable(copy, exc) from None
         finally:
-            source.close()
-            target.close()
+            copy.unlink(missing_ok=True)
 
     def keep_logs(self, workdir: Path) -> None:
-        logs = self.path / LOGS
         for log in workdir.rglob("*.log"):
-            destination = logs / log.relative_to(workdir)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                shutil.copyfile(log, destination)
+            destination = self.path / LOGS / log.relative_to(workdir)
+            with contextlib.suppress(FileNotFoundError):  # a log that went with its process
+                self._copy(log, destination)
+
+    def _copy(self, source: Path, destination: Path) -> None:
+        with open(source, "rb") as read:
+            self._guarded(lambda: _written(destination, read))
+
+    def keep_results(self, document: dict[str, Any]) -> None:
+        """results.json, the run's last file: the run has ended, and its lock goes."""
+        from testbed.lab import results
+
+        self._guarded(lambda: results.write(self.path / RESULTS, document))
+        os.close(self._lock)
 
     def close(self) -> None:
-        self._history.close()
-        if self._records is not None:
-            self._records.close()
+        """Everything written, or the store's Unwritable (each file closed either way)."""
+        for stream in self._streams():
+            with contextlib.suppress(Unwritable):  # the first failure is the one to tell
+                self._guarded(stream.close)
+            stream.close_quietly()
+        if self.broken is not None:
+            raise self.broken
 
     def discard(self) -> None:
         """An interrupted run keeps nothing."""
-        self.close()
+        for stream in self._streams():
+            stream.close_quietly()
         shutil.rmtree(self.path, ignore_errors=True)
+        os.close(self._lock)
+
+
+class _Stream:
+    """A file of the run written a line at a time, made new under its own name: Unwritable,
+    naming it, where the file system refuses a write."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: TextIO = files.created(path, _BUFFER)
+
+    def write(self, line: str) -> None:
+        self._do(lambda: self._file.write(line))
+
+    def flush(self) -> None:
+        self._do(self._file.flush)
+
+    def close(self) -> None:
+        self._do(self._file.close)
+
+    def close_quietly(self) -> None:
+        """Closed, whatever was left unwritten (the descriptor is closed even where the flush fails)."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+    def _do(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except OSError as exc:
+            raise Unwritable(self.path, exc) from None
+
+
+def _written(destination: Path, source: IO[bytes]) -> None:
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Unwritable(destination.parent, exc) from None
+    with files.replaced(destination) as out:
+        shutil.copyfileobj(source, out)
 
 
 class StoredRecords:
-    """provider-records.jsonl read back: answers as the provider's audit did."""
+    """provider-records.jsonl read back: answers as the provider's audit did. Every op the
+    run judged has its record there: one without is a file cut short (UsageError)."""
 
     def __init__(self, run: Path) -> None:
         from testbed.lab.history import read_provider_records
 
+        self._path = run / PROVIDER_RECORDS
         self._ledgers: dict[str, dict[str, ReferenceRecord]] = {}
         for line in read_provider_records(run):
             self._ledgers.setdefault(line.ledger, {}).update(line.records)
 
+    def held(self, ledger: str) -> int:
+        """The ops of a ledger it has a record of."""
+        return len(self._ledgers.get(ledger, {}))
+
     def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]:
         kept = self._ledgers.get(ledger, {})
-        return {name: kept[name] for name in references if name in kept}
+        if lost := next((name for name in references if name not in kept), None):
+            raise UsageError(f"{_shown(self._path)} has no record of op {lost} (ledger {ledger}): it is cut short")
+        return {name: kept[name] for name in references}
+
+
+class StoredLog(LogReader):
+    """A stored run's provider.sqlite3, read as it is now. Opened immutable: SQLite takes no
+    lock and makes no -wal or -shm beside it, so a check leaves the stored run as it was.
+    A file SQLite cannot read as a provider's log is one line naming it (UsageError)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        try:  # what SQLite would only call a disk I/O error (a directory in its place, no permission)
+            path.open("rb").close()
+        except OSError as exc:
+            raise UsageError(f"cannot read {_shown(path)}: {exc.strerror}") from None
+        uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro&immutable=1"
+        try:
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+
+    def check(self) -> None:
+        """Every page readable, and the tables and columns the records are read from there."""
+        try:
+            problems = [row[0] for row in self._db.execute("PRAGMA quick_check")]
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        if problems != ["ok"]:
+            raise self._damaged(problems[0])
+        self.records("", [""])
+
+    def records(self, ledger: str, references: Iterable[str]) -> dict[str, ReferenceRecord]:
+        try:
+            return super().records(ledger, references)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+
+    def _damaged(self, error: object) -> UsageError:
+        return UsageError(f"{_shown(self._path)} is not a provider log SQLite can read: {error}")
+
+
+@contextlib.contextmanager
+def stored_provider(run: Path) -> Iterator[ProviderRecords]:
+    """A stored run's provider side: its log copy, or what a provider it did not start said
+    in its audit; checked whole first (UsageError, one line naming the file, where it is not)."""
+    if os.path.lexists(run / PROVIDER_LOG):
+        log = StoredLog(run / PROVIDER_LOG)
+        with contextlib.closing(log):
+            log.check()
+            yield log
+    elif os.path.lexists(run / PROVIDER_RECORDS):
+        yield StoredRecords(run)
+    else:
+        either = f"{PROVIDER_LOG} or {PROVIDER_RECORDS}"
+        raise UsageError(f"{_shown(run)} has no provider log ({either}): it cannot be checked")
 
 
 class RunStore:
@@ -131,19 +289,26 @@ class RunStore:
 
     def create(self, run_id: str) -> RunDir:
         path = self.root / run_id
-        path.mkdir(parents=True)
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:
+            raise Unwritable(path, exc) from None
         return RunDir(path)
 
     def mark_latest(self, run_id: str) -> None:
+        """`latest` moved to the run in one rename (a new link under a name nobody can guess)."""
         link = self.root / LATEST
-        tmp = self.root / f".{LATEST}.{run_id}"
-        tmp.symlink_to(run_id)
-        tmp.replace(link)
+        try:
+            temp = files.temp_name(link)
+            temp.symlink_to(run_id)
+            temp.replace(link)
+        except OSError as exc:
+            raise Unwritable(link, exc) from None
 
     def resolve(self, name: str) -> Path:
-        """A run by id, `latest`, or a path to a stored run's directory."""
+        """A run by id, `latest`, or a path to a stored run's directory (ended or not)."""
         for candidate in (Path(name), self.root / name):
-            if (candidate / RESULTS).is_file():
+            if _is_run(candidate):
                 return candidate.resolve()
         raise UsageError(f"no stored run {name!r} (in {self.root}: see `testbed runs`)")
 
@@ -151,8 +316,44 @@ class RunStore:
         if not self.root.is_dir():
             return
         for path in sorted(self.root.iterdir()):
-            if path.is_dir() and not path.is_symlink() and (path / RESULTS).is_file():
+            if path.is_dir() and not path.is_symlink() and _is_run(path):
                 yield StoredRun.read(path)
+
+
+def _is_run(path: Path) -> bool:
+    """A run's directory: it has results.json, or the history a run writes from its start."""
+    return path.is_dir() and any(os.path.lexists(path / name) for name in (RESULTS, HISTORY))
+
+
+# What a stored run's directory says of the run besides its results.json (`unended`).
+RUNNING = "running"
+INTERRUPTED = "interrupted"
+
+
+def unended(run: Path) -> str | None:
+    """RUNNING for a run still going (its process holds the lock on its directory);
+    INTERRUPTED for one killed before its end (history.jsonl, no results.json, no logs: a
+    run copies its logs just before it writes results.json); None otherwise (a run that
+    ended; its results.json, missing or not, tells the rest)."""
+    if os.path.lexists(run / RESULTS):
+        return None
+    if _locked(run):
+        return RUNNING
+    return None if os.path.lexists(run / LOGS) else INTERRUPTED
+
+
+def _locked(run: Path) -> bool:
+    try:
+        fd = os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,34 +361,100 @@ class StoredRun:
     id: str
     command: str
     started: str
-    cells: int
+    cells: str
     verdict: str
     bytes: int
 
     @classmethod
     def read(cls, path: Path) -> StoredRun:
-        """What `testbed runs` lists of a stored run: ? for what its results.json does not say."""
+        """What `testbed runs` lists of a stored run: ? for what it does not say; the verdict
+        running, interrupted, damaged (results.json unreadable), incomplete, fail or pass."""
         from testbed.lab import results
 
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        size = _size(path)
+        if (state := unended(path)) is not None:
+            return cls(path.name, "?", "?", "?", state, size)
         try:
             found = results.read(path / RESULTS)
         except UsageError:
-            return cls(path.name, "?", "?", 0, "?", size)
+            return cls(path.name, "?", "?", "?", "damaged", size)
         verdict = "incomplete" if found.incomplete else found.verdict
-        return cls(path.name, found.command or "?", found.started_at, len(found.rows), verdict, size)
+        return cls(path.name, found.command or "?", found.started_at, str(len(found.rows)), verdict, size)
+
+
+def _size(path: Path) -> int:
+    """Bytes on disk under `path` (a file that goes meanwhile, as a running run's temp files do, counts 0)."""
+    total = 0
+    for found in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            info = found.lstat()
+            total += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return total
 
 
 def check_stored(run: Path) -> Results:
-    """A stored run's results, once every record of it is as its schema says (results.json,
-    each line of history.jsonl and of provider-records.jsonl): Mismatch (one line) where
-    one is not."""
-    from testbed.lab import history, results
+    """A stored run's results, once every file of it has been read and found as its schema
+    says (results.json, each line of history.jsonl, the provider's log or records): one line
+    naming the damaged file where one is not (UsageError, exit 2). A run still going is
+    refused (UsageError); one killed before its end is said to be incomplete (RunFailure, exit 3)."""
+    from testbed.lab import results
 
+    state = unended(run)
+    if state == RUNNING:
+        raise UsageError(f"{_shown(run)} is a run still going: it can be read once it has ended")
+    if state == INTERRUPTED:
+        started = len(_Tally.of(run, interrupted=True).ledgers)
+        raise RunFailure(
+            f"{_shown(run)} is an incomplete run: it was interrupted before it wrote its {RESULTS} (killed, or its"
+            f" store could not be written) after {started} cell(s) started: nothing of it can be judged"
+        )
     found = results.read(run / RESULTS)
-    for _ in history.read_history(run):
-        pass
-    if (run / PROVIDER_RECORDS).is_file():
-        for _ in history.read_provider_records(run):
-            pass
+    tally = _Tally.of(run)
+    judged = [row.cell for row in found.rows if row.cell is not None]  # the oldest runs name no cells
+    for cell in judged:
+        if missing := tally.cut_short(cell, found.options.ops):
+            raise UsageError(f"{_shown(run / HISTORY)} {missing}: it is cut short")
+    with stored_provider(run) as provider:
+        if isinstance(provider, StoredRecords):  # every op judged has its record: fewer, a file cut short
+            for cell in judged:
+                if (held := provider.held(tally.ledgers[cell])) < tally.ops[cell]:
+                    said = f"has the records of {held} of the {tally.ops[cell]} ops cell {cell} judged"
+                    raise UsageError(f"{_shown(run / PROVIDER_RECORDS)} {said}: it is cut short")
     return found
+
+
+@dataclass(slots=True)
+class _Tally:
+    """A history read whole (each line checked): each cell started, with its ledger; its facts
+    lines (one per op it judged) and the ops they name (the same op made again included)."""
+
+    ledgers: dict[str, str] = field(default_factory=dict)
+    facts: Counter[str] = field(default_factory=Counter)
+    ops: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, run: Path, interrupted: bool = False) -> _Tally:
+        from testbed.lab import history
+
+        tally = cls()
+        for line in history.read_history(run, interrupted=interrupted):
+            if isinstance(line, history.CellLine):
+                tally.ledgers[line.cell] = line.ledger
+            elif isinstance(line, history.FactsLine):
+                tally.facts[line.cell] += 1
+                tally.ops[line.cell] += len(line.ops)
+        return tally
+
+    def cut_short(self, cell: str, ops: int) -> str | None:
+        """What the history lacks of a judged cell: its cell line, or the facts line of each of its ops."""
+        if cell not in self.ledgers:
+            return f"has no line of cell {cell}, which {RESULTS} has a row of"
+        if self.facts[cell] != ops:
+            return f"holds the facts of {self.facts[cell]} of cell {cell}'s {ops} ops"
+        return None
+
+
+def _shown(path: Path) -> str:
+    from testbed.lab.formats import shown
+
+    return shown(path)

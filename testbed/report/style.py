@@ -25,6 +25,7 @@ h4 { font-size:14px; margin:16px 0 6px; font-family:ui-monospace,Menlo,Consolas,
 .badge { font-weight:700; padding:6px 14px; border-radius:8px; font-size:15px; text-transform:uppercase; }
 .badge.verdict-pass { background:var(--clean); color:#0b5131; }
 .badge.verdict-fail { background:var(--fail); color:#fff; }
+.badge.verdict-incomplete { background:var(--held); color:var(--ink); }
 details.per-cell > summary { font-weight:600; color:var(--ink); margin:14px 0 6px; }
 details.meta { display:inline-block; vertical-align:top; margin:12px 18px 0 0; }
 details > summary { cursor:pointer; color:var(--muted); }

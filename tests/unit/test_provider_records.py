@@ -15,7 +15,7 @@ OPS = [f"op-{n}" for n in range(1, 1501)]
 
 def test_the_records_kept_as_the_run_judged_are_read_back(tmp_path):
     said = {
-        "run.c001": {op: ReferenceRecord(effects=1, sends=1) for op in OPS[:-1]},  # the last op left no trace
+        "run.c001": {op: ReferenceRecord(effects=1, sends=1) for op in OPS[:-1]} | {OPS[-1]: ReferenceRecord()},
         "run.c002": {"op-1": ReferenceRecord(effects=2, sends=2, lookups=1), "op-1:again": ReferenceRecord(sends=1)},
     }
     run = RunDir(tmp_path)
@@ -25,9 +25,19 @@ def test_the_records_kept_as_the_run_judged_are_read_back(tmp_path):
     run.close()
     kept = StoredRecords(tmp_path)
     for ledger, records in said.items():
-        assert kept.records(ledger, [*records, "op-unknown"]) == records
-    assert kept.records("run.c001", [OPS[-1]]) == {}
-    assert kept.records("another-run.c001", ["op-1"]) == {}
+        assert kept.records(ledger, list(records)) == records
+    assert kept.records("run.c001", [OPS[-1]]) == {OPS[-1]: ReferenceRecord()}  # an op that left no trace
+
+
+@pytest.mark.parametrize(("ledger", "op"), [("run.c001", "op-2"), ("another-run.c001", "op-1")])
+def test_an_op_the_records_do_not_hold_is_a_file_cut_short(tmp_path, ledger, op):
+    """The run keeps a record of every op it judged, one that left no trace too: an op
+    without one would be judged missing, a finding made of a damaged file."""
+    run = RunDir(tmp_path)
+    run.keep_records(records_line("run.c001", {"op-1": ReferenceRecord(effects=1, sends=1)}))
+    run.close()
+    with pytest.raises(UsageError, match=rf"provider-records\.jsonl has no record of op {op} \(ledger {ledger}\)"):
+        StoredRecords(tmp_path).records(ledger, ["op-1", op])
 
 
 def test_a_run_on_its_own_provider_writes_no_records_file(tmp_path):
