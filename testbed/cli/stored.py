@@ -11,7 +11,6 @@ from typer import Argument, Option
 from testbed.cli.base import app, examples
 from testbed.cli.options import Expect
 from testbed.cli.run import write_report
-from testbed.lab.layout import RESULTS
 from testbed.lab.store import RunStore
 
 if TYPE_CHECKING:
@@ -22,11 +21,13 @@ RunName = Annotated[str, Argument(metavar="RUN", help="A stored run: its id, lat
 
 
 def _stored(store: Path, name: str) -> tuple[Path, Results]:
-    """A stored run and its results, as results.json's schema says they are."""
-    from testbed.lab import results
+    """A stored run and its results, once every file of it is found as its schema says
+    (exit 2, one line naming the damaged file, where one is not; exit 3 for a run killed
+    before its end)."""
+    from testbed.lab.store import check_stored
 
     run = RunStore(store).resolve(name)
-    return run, results.read(run / RESULTS)
+    return run, check_stored(run)
 
 
 @app.command(short_help="List the stored runs.", epilog=examples("testbed runs", "testbed runs --store ci-runs"))
@@ -70,15 +71,14 @@ def check(
 ) -> int:
     """Judge a stored run again from its history and provider log alone (no Redis, no workers): the same
     verdict and exit code as the run, or the verdict under other expectations. A run whose files do not
-    match their schemas is refused first."""
+    match their schemas is refused first (exit 2); a run the lab could not finish is judged as far as it
+    went, and said to be incomplete (exit 3)."""
     from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
     from testbed.lab.recheck import recheck, stored_cells
-    from testbed.lab.store import check_stored
     from testbed.report import tables
 
-    path = RunStore(store).resolve(run)
-    results = check_stored(path)
+    path, results = _stored(store, run)
     if junit_path is not None:
         checks.output_file("--junit", junit_path)
     overrides = parse_expect(expect, stored_cells(results)) if expect else None
@@ -90,6 +90,10 @@ def check(
 
         junit.write_junit(junit_path, results.judged_again(rows))
     passed = sum(r.passed for r in rows)
+    if results.incomplete:
+        judged = f"{passed}/{len(rows)} judged cell(s) as expected, {len(results.not_run)} not run"
+        print(f"incomplete run: {results.failure or 'a part of the lab failed'}; {judged}, checked from {path}")
+        return 3
     print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.verdict})")
     return 0 if passed == len(rows) else 1
 

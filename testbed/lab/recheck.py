@@ -12,14 +12,13 @@ run is judged as it is now.
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 from labcore.boundaries import Boundary
 from labcore.plan import EveryNth, Plan, Random
-from provider.store import LogReader, ReferenceRecord
+from provider.store import ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
@@ -27,10 +26,11 @@ from testbed.judge.facts import ProviderRecords, with_record
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
+from testbed.lab.formats import shown
 from testbed.lab.history import AnomalyLine, CellLine, EventLine, FactsLine, read_history
-from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
+from testbed.lab.layout import RESULTS
 from testbed.lab.results import GivenOptions, Results
-from testbed.lab.store import StoredRecords
+from testbed.lab.store import stored_provider
 
 Overrides = dict[Cell, dict[str, int]]
 
@@ -52,12 +52,12 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
             seen[line.cell].anomaly(line.text)
         elif isinstance(line, FactsLine):
             facts[line.cell].append([o.op_facts(line.intent) for o in line.ops])
-    with _provider(path) as log:
+    with stored_provider(path) as log:
         rows = []
         for stored in results.rows:
             cell_id = stored.cell
             if cell_id is None or cell_id not in ledgers:
-                raise UsageError(f"{path / RESULTS}: row {stored.strategy} has no history to check")
+                raise UsageError(f"{shown(path / RESULTS)}: row {stored.strategy} has no history to check")
             cell = stored.as_cell()
             judgement = Judgement(
                 cell,
@@ -72,18 +72,6 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
             rows.append(judge(judgement, observed, seen[cell_id], stored.workers, stored.wall_seconds))
         return rows
-
-
-@contextlib.contextmanager
-def _provider(path: Path) -> Iterator[ProviderRecords]:
-    """The stored run's provider side: its log copy, or what a remote provider's audit said."""
-    if (path / PROVIDER_LOG).is_file():
-        with contextlib.closing(LogReader(path / PROVIDER_LOG)) as log:
-            yield log
-    elif (path / PROVIDER_RECORDS).is_file():
-        yield StoredRecords(path)
-    else:
-        raise UsageError(f"{path} has no provider log ({PROVIDER_LOG} or {PROVIDER_RECORDS}): it cannot be checked")
 
 
 def _with_provider(log: ProviderRecords, ledger: str, intents: list[list[OpFacts]]) -> Iterator[list[OpFacts]]:

@@ -1,0 +1,203 @@
+"""Stored runs checked, not trusted: `check`, `report` and `compare` on a damaged run say in
+one line which file is damaged (exit 2, never a traceback, never the "cell differs" code);
+a run the lab could not finish is incomplete (exit 3), never pass; a run killed outright is
+listed as interrupted, and a stored run is left as it was, byte for byte."""
+
+import hashlib
+import json
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from provider.store import LogReader, ReferenceRecord
+from testbed.cli import app
+from testbed.lab import history
+from tests.support.helpers import assert_left_nothing, descendants, run_testbed, start_testbed, still_running
+
+pytestmark = pytest.mark.e2e
+
+SMALL = ["--ops", "10", "-s", "retry-only", "-b", "none", "-b", "after-effect"]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> Path:
+    """A small stored run (two cells), as a run on its own provider keeps it."""
+    workdir = tmp_path_factory.mktemp("stored")
+    ran = run_testbed(SMALL, workdir)
+    assert ran.code == 0, ran.stderr
+    return workdir / "runs" / ran.results["run"]
+
+
+def as_remote(run: Path) -> None:
+    """The run as one on a provider it did not start keeps it: what the provider said of each
+    op it judged in provider-records.jsonl, in place of the provider's log."""
+    ledgers, lines = {}, []
+    log = LogReader(run / "provider.sqlite3")
+    for line in history.read_history(run):
+        if isinstance(line, history.CellLine):
+            ledgers[line.cell] = line.ledger
+        elif isinstance(line, history.FactsLine):
+            ops = [o.op for o in line.ops]
+            said = log.records(ledgers[line.cell], ops)
+            lines.append(history.records_line(ledgers[line.cell], {op: said.get(op, ReferenceRecord()) for op in ops}))
+    log.close()
+    (run / "provider.sqlite3").unlink()
+    (run / "provider-records.jsonl").write_text("".join(lines))
+
+
+def copied(stored: Path, to: Path, remote: bool = False) -> Path:
+    copy = to / "run"
+    shutil.copytree(stored, copy)
+    if remote:
+        as_remote(copy)
+    return copy
+
+
+@pytest.fixture
+def command(capsys):
+    """A stored-run command as `testbed` runs it, in this process: its exit code, stdout, stderr."""
+    sigterm = signal.getsignal(signal.SIGTERM)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            app.main(list(args))
+        said = capsys.readouterr()
+        return exited.value.code, said.out, said.err
+
+    yield run
+    signal.signal(signal.SIGTERM, sigterm)  # the command line's own handler goes with it
+
+
+def truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def lines_cut(path: Path) -> None:
+    """Cut at a line's end: every line left is whole, and matches its schema."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[: len(lines) // 2]))
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(random.Random(47).randbytes(4096))
+
+
+def missing(path: Path) -> None:
+    path.unlink()
+
+
+def directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+DAMAGES: list[tuple[str, Callable[[Path], None]]] = [
+    ("truncated", truncated),
+    ("garbage", garbage),
+    ("missing", missing),
+    ("a directory", directory),
+]
+CASES = [
+    pytest.param(name, damage, id=f"{name}-{how}")
+    for name in ("results.json", "history.jsonl", "provider.sqlite3", "provider-records.jsonl")
+    for how, damage in DAMAGES
+]
+CASES += [
+    pytest.param(name, lines_cut, id=f"{name}-cut at a line") for name in ("history.jsonl", "provider-records.jsonl")
+]
+
+
+def test_a_remote_style_copy_checks_as_the_run(stored, tmp_path, command):
+    """What the damage tests below start from, whole: the same verdict as the run's."""
+    code, out, err = command("check", str(copied(stored, tmp_path, remote=True)))
+    assert code == 0 and err == "" and "2/2 cells as expected" in out
+
+
+@pytest.mark.parametrize(("name", "damage"), CASES)
+def test_a_damaged_file_is_named_in_one_line_by_check_report_and_compare(stored, tmp_path, command, name, damage):
+    run = copied(stored, tmp_path, remote=name == "provider-records.jsonl")
+    damage(run / name)
+    for args in (["check", str(run)], ["report", str(run)], ["compare", str(stored), str(run)]):
+        code, out, err = command(*args)
+        assert (code, out) == (2, ""), f"{args[0]}: exit {code}\n{out}{err}"
+        assert err.startswith("testbed: error: ") and err.count("\n") == 1, err
+        assert name in err, f"{args[0]} does not name {name}: {err}"
+    assert not (run / "report.html").exists()
+
+
+def checksums(run: Path) -> dict[str, str]:
+    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
+
+
+def test_check_report_and_compare_leave_a_stored_run_as_it_was(stored, tmp_path, command):
+    """Byte for byte, and nothing beside its provider log (no -wal, no -shm): report adds its page only."""
+    run = copied(stored, tmp_path)
+    before = checksums(run)
+    assert command("check", str(run))[0] == 0
+    assert command("compare", str(run), str(stored))[0] == 0
+    assert command("report", str(run))[0] == 0
+    after = checksums(run)
+    assert after.pop("report.html") and after == before
+
+
+def test_a_run_the_lab_could_not_finish_is_incomplete_never_pass(workdir):
+    """Its second cell outlives the cell timeout (RQ's own recovery of a worker killed whole
+    takes a minute): the run ends with exit 3, and `check` says so again, with the first cell judged."""
+    args = [*SMALL, "-f", "kill-worker", "--recovery", "rq", "--cell-timeout", "3", "--parallel", "1"]
+    ran = run_testbed(args, workdir)
+    assert ran.code == 3, ran.stderr
+    results = ran.results
+    assert results["incomplete"] is True and results["verdict"] == "incomplete"
+    assert [r["boundary"] for r in results["rows"]] == ["none"] and len(results["notRun"]) == 1
+    stored = json.loads((workdir / "runs" / results["run"] / "results.json").read_text())
+    assert stored["verdict"] == "incomplete"
+    checked = run_testbed(["latest"], workdir, command="check")
+    assert checked.code == 3, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[-1].startswith(
+        f"incomplete run: {results['failure']}; 1/1 judged cell(s) as expected, 1 not run"
+    )
+    listed = run_testbed([], workdir, command="runs")
+    assert listed.stdout.splitlines()[1].split()[:5] == [
+        results["run"],
+        "chaos",
+        results["startedAt"],
+        "1",
+        "incomplete",
+    ]
+    assert_left_nothing(ran)
+
+
+def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplete(workdir):
+    proc, _, err = start_testbed(["--ops", "3000", "-s", "retry-only", "-b", "none", "--parallel", "1"], workdir)
+    seen: set = set()
+    deadline = time.monotonic() + 90
+    while "testbed run " not in err.read_text():  # its stack is up: its run directory is there
+        seen |= descendants(proc.pid)
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    run_id = err.read_text().split("testbed run ", 1)[1].split(":", 1)[0]
+    seen |= descendants(proc.pid)
+    listed = run_testbed([], workdir, command="runs")
+    assert proc.poll() is None, "the run ended before it could be seen going"
+    assert listed.stdout.splitlines()[1].split()[:5] == [run_id, "?", "?", "?", "running"]
+    going = run_testbed([run_id], workdir, command="check")
+    assert going.code == 2 and going.stderr.endswith("is a run still going: it can be read once it has ended\n")
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 3  # its children die with it (the kernel's death signal)
+    while still_running(seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert still_running(seen) == []
+    listed = run_testbed([], workdir, command="runs")
+    assert listed.stdout.splitlines()[1].split()[:5] == [run_id, "?", "?", "?", "interrupted"]
+    for command in ("check", "report"):
+        checked = run_testbed([run_id], workdir, command=command)
+        assert checked.code == 3 and "Traceback" not in checked.stderr, checked.stderr
+        assert checked.stderr.startswith(f"testbed: error: {Path('runs') / run_id} is an incomplete run:")
+        assert "it was interrupted before it wrote its results.json" in checked.stderr
