@@ -180,13 +180,19 @@ def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplet
         seen |= descendants(proc.pid)
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
         time.sleep(0.05)
-    run_id = err.read_text().split("testbed run ", 1)[1].split(":", 1)[0]
+    run = workdir / "runs" / err.read_text().split("testbed run ", 1)[1].split(":", 1)[0]
     seen |= descendants(proc.pid)
-    listed = run_testbed([], workdir, command="runs")
+    aside = workdir / "aside"  # the stored-run commands' own stdout and stderr, apart from the run's
+    aside.mkdir()
+    store = ["--store", str(workdir / "runs")]
+    listed = run_testbed(store, aside, command="runs")
     assert proc.poll() is None, "the run ended before it could be seen going"
-    assert listed.stdout.splitlines()[1].split()[:5] == [run_id, "?", "?", "?", "running"]
-    going = run_testbed([run_id], workdir, command="check")
-    assert going.code == 2 and going.stderr.endswith("is a run still going: it can be read once it has ended\n")
+    assert listed.stdout.splitlines()[1].split()[:5] == [run.name, "?", "?", "?", "running"]
+    going = run_testbed([str(run)], aside, command="check")
+    assert (
+        going.code == 2
+        and going.stderr == f"testbed: error: {run} is a run still going: it can be read once it has ended\n"
+    )
 
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -194,10 +200,9 @@ def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplet
     while still_running(seen) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert still_running(seen) == []
-    listed = run_testbed([], workdir, command="runs")
-    assert listed.stdout.splitlines()[1].split()[:5] == [run_id, "?", "?", "?", "interrupted"]
+    listed = run_testbed(store, aside, command="runs")
+    assert listed.stdout.splitlines()[1].split()[:5] == [run.name, "?", "?", "?", "interrupted"]
     for command in ("check", "report"):
-        checked = run_testbed([run_id], workdir, command=command)
+        checked = run_testbed([str(run)], aside, command=command)
         assert checked.code == 3 and "Traceback" not in checked.stderr, checked.stderr
-        assert checked.stderr.startswith(f"testbed: error: {Path('runs') / run_id} is an incomplete run:")
-        assert "it was interrupted before it wrote its results.json" in checked.stderr
+        assert checked.stderr.startswith(f"testbed: error: {run} is an incomplete run: it was interrupted before it")
