@@ -24,6 +24,7 @@ from labcore.boundaries import parse_boundary
 from labcore.faults import Fault
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import parse_scenario
 from testbed.judge.checker import COUNT_FIELDS
 from testbed.judge.scorecard import Row, camel
 from testbed.lab.files import replaced
@@ -160,6 +161,13 @@ class ResultRow(Record):
     op_differences: list[OpDifference] | None = Field(
         None, description="The first ops whose facts differ from the model's, when the cell differs."
     )
+
+    @model_validator(mode="after")
+    def _a_cell_of_the_lab(self) -> ResultRow:
+        """A cell the lab can judge again: a file altered to name another is refused as it is read."""
+        self.as_cell()  # ValueError for a boundary or fault the lab does not know
+        parse_scenario(self.scenario)
+        return self
 
     @property
     def passed(self) -> bool:

@@ -105,6 +105,22 @@ def test_a_row_read_back_counts_as_it_was_written():
     assert read.wall_seconds == 1.25 and read.expected == written["expected"]
 
 
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("fault", "'zzz' is not a valid Fault"),
+        ("boundary", "unknown boundary 'zzz'"),
+        ("scenario", "unknown scenario 'zzz'"),
+    ],
+)
+def test_a_row_naming_a_cell_the_lab_does_not_know_is_refused_as_it_is_read(field, said):
+    """Not left for `check` to trip on (a traceback, exit 1): the file is named, as for any mismatch."""
+    tampered = document()
+    tampered["rows"][0][field] = "zzz"
+    with pytest.raises(Mismatch, match=rf"^runs/x/results\.json does not match the results schema: rows\.0: .*{said}"):
+        results.parse(tampered, "runs/x/results.json")
+
+
 def test_a_document_that_does_not_match_is_refused_in_one_line():
     tampered = document()
     tampered["rows"][1]["effects"] = "20"
