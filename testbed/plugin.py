@@ -89,6 +89,8 @@ class Rows(list["Row"]):
     def _assert(self, name: str) -> None:
         __tracebackhide__ = True
         from testbed.judge.promises import breaches, broken, counts_of, parse_promise, unreached_faults
+        from testbed.lab import results
+        from testbed.report import findings
 
         promise: Promise = parse_promise(name)
         lines = []
@@ -100,6 +102,11 @@ class Rows(list["Row"]):
             if problems:
                 lines.append(f"{row.cell.label}: {'; '.join(problems)}")
                 lines += [f"    {report}" for report in breaches(stored, promise)]
+                # Ops held unresolved, in the words the terminal and the report use.
+                held = findings.cell_findings(results.parse_row(results.row_json(row))).ops
+                lines += [
+                    f"    {op.text}" for op in held if op.kind in (findings.Kind.UNRESOLVED, findings.Kind.CONFLICT)
+                ]
         if lines:
             raise AssertionError("\n".join([f"{promise} does not hold:", *lines, "", self.table()]))
 
@@ -135,13 +142,14 @@ class Lab:
         from testbed.errors import RunFailure, UsageError
         from testbed.judge.promises import parse_promise
         from testbed.lab import session, userjobs
-        from testbed.lab.options import RunOptions, every_nth, matrix_cells
+        from testbed.lab.options import RunOptions, every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
         cells = matrix_cells("article", list(strategies), list(boundaries), list(faults), list(scenarios), handlers)
         if not cells:
             raise UsageError("lab.run needs a handler or a strategy")
+        refuse_untested(cells, every_nth(every), ops)
         parse_promise(promise)
         self._runs += 1
         options = RunOptions(

@@ -28,6 +28,13 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _usage_error(exc: typer.TyperException) -> str:
+    """The parser's message on one line, with where to look: `Missing argument 'RUN_A' (see testbed compare -h)`."""
+    message = exc.format_message().replace("\n", " ").rstrip(".")
+    context = getattr(exc, "ctx", None)
+    return f"{message} (see {context.command_path} -h)" if context is not None else message
+
+
 def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     command = typer.main.get_command(app)
@@ -40,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     except (Interrupted, KeyboardInterrupt, typer.Abort):
         _fail("interrupted; everything the run started has been stopped", 130)
     except typer.TyperException as exc:  # the parser's own usage errors
-        _fail(exc.format_message().replace("\n", " "), exc.exit_code)
+        _fail(_usage_error(exc), exc.exit_code)
     except SetupError as exc:
         _fail(str(exc), 2)
     except RunFailure as exc:

@@ -68,14 +68,19 @@ def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
 
 def host(
     redis_url: Annotated[
-        str | None, Option("--redis-url", envvar="REDIS_URL", help="The Redis the runs use (password included).")
+        str | None,
+        Option("--redis-url", metavar="URL", envvar="REDIS_URL", help="The Redis the runs use (password included)."),
     ] = None,
-    workers: Annotated[int, Option("--workers", help="RQ worker processes per run.")] = 2,
+    workers: Annotated[int, Option("--workers", metavar="N", help="RQ worker processes per run.")] = 2,
     name: Annotated[
-        str | None, Option("--name", envvar="TESTBED_HOST_NAME", help="Unique host name (default: host-pid).")
+        str | None,
+        Option("--name", metavar="NAME", envvar="TESTBED_HOST_NAME", help="Unique host name (default: host-pid)."),
     ] = None,
     provider_token_file: Annotated[
-        Path | None, Option("--provider-token-file", help=f"The provider's token for the workers (else ${TOKEN_ENV}).")
+        Path | None,
+        Option(
+            "--provider-token-file", metavar="PATH", help=f"The provider's token for the workers (else ${TOKEN_ENV})."
+        ),
     ] = None,
 ) -> int:
     """Run a host daemon: starts and kills RQ workers for the runs that ask (testbed chaos --hosts)."""
@@ -94,9 +99,9 @@ def host(
 
 
 def redis(
-    bind: Annotated[str, Option("--bind", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, Option("--port", help="Port to listen on.")] = 6379,
-    datadir: Annotated[Path, Option("--dir", help="redis-server's working directory.")] = Path("."),
+    bind: Annotated[str, Option("--bind", metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, Option("--port", metavar="PORT", help="Port to listen on.")] = 6379,
+    datadir: Annotated[Path, Option("--dir", metavar="DIR", help="redis-server's working directory.")] = Path("."),
 ) -> int:
     """Run redis-server for a lab across hosts, with the password in $TESTBED_REDIS_PASSWORD."""
     from testbed.infra.redis_host import PASSWORD_ENV, exec_redis

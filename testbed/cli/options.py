@@ -85,21 +85,25 @@ ResultsPath = Annotated[Path, Option("--json", metavar="PATH", help="Where to wr
 class StackArgs:
     """The stack a run stands on, as the command line gives it."""
 
-    workers: Annotated[int, Option("--workers", help="RQ worker processes.")] = 4
+    workers: Annotated[int, Option("--workers", metavar="N", help="RQ worker processes.")] = 4
     redis_url: Annotated[
         str | None,
-        Option("--redis-url", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix)."),
+        Option(
+            "--redis-url", metavar="URL", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix)."
+        ),
     ] = None
-    provider_port: Annotated[int, Option("--provider-port", help="Provider port (default: a free one).")] = 0
-    recovery: Annotated[str, Option("--recovery", help="How a killed worker's job comes back: forced or rq.")] = (
-        "forced"
-    )
-    worker_ttl: Annotated[int, Option("--worker-ttl", help="rq worker --worker-ttl.")] = 420
-    maintenance_interval: Annotated[int, Option("--maintenance-interval", help="rq worker --maintenance-interval.")] = (
-        600
-    )
+    provider_port: Annotated[
+        int, Option("--provider-port", metavar="PORT", help="Provider port (default: a free one).")
+    ] = 0
+    recovery: Annotated[
+        str, Option("--recovery", metavar="MODE", help="How a killed worker's job comes back: forced or rq.")
+    ] = "forced"
+    worker_ttl: Annotated[int, Option("--worker-ttl", metavar="SECONDS", help="rq worker --worker-ttl.")] = 420
+    maintenance_interval: Annotated[
+        int, Option("--maintenance-interval", metavar="SECONDS", help="rq worker --maintenance-interval.")
+    ] = 600
     job_monitoring_interval: Annotated[
-        int, Option("--job-monitoring-interval", help="rq worker --job-monitoring-interval.")
+        int, Option("--job-monitoring-interval", metavar="SECONDS", help="rq worker --job-monitoring-interval.")
     ] = 30
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
     # A stack the run does not start (testbed.cli.hosts): the hosts' workers and a provider on the network.
@@ -108,11 +112,17 @@ class StackArgs:
     ] = False
     provider_url: Annotated[
         str | None,
-        Option("--provider-url", envvar="TESTBED_PROVIDER_URL", help="Use this provider (with --hosts)."),
+        Option(
+            "--provider-url", metavar="URL", envvar="TESTBED_PROVIDER_URL", help="Use this provider (with --hosts)."
+        ),
     ] = None
     provider_token_file: Annotated[
         Path | None,
-        Option("--provider-token-file", help="File holding the provider's token (else $TESTBED_PROVIDER_TOKEN)."),
+        Option(
+            "--provider-token-file",
+            metavar="PATH",
+            help="File holding the provider's token (else $TESTBED_PROVIDER_TOKEN).",
+        ),
     ] = None
 
 

@@ -50,7 +50,7 @@ from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
 from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
-from testbed.lab.options import RunOptions, every_nth, matrix_cells
+from testbed.lab.options import RunOptions, every_nth, matrix_cells, refuse_untested
 from testbed.lab.store import RunStore
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import STRATEGIES, parse_strategy
@@ -87,6 +87,14 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
     if recovery == "rq" and any(c.fault is Fault.KILL_WORKER and c.injected for c in cells):
         timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout
+
+
+def rq_recovery_note(settings: WorkerSettings) -> str:
+    low, high = _rq_recovery_seconds(settings)
+    return (
+        f"RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"
+        " (--job-monitoring-interval + 60 s, then a worker's maintenance); the run waits for it"
+    )
 
 
 def _rq_recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
@@ -187,17 +195,21 @@ def _keep_results(ran: Any, out: Output, store: RunStore | None) -> tuple[Any, s
 
 
 def _finish(ran: Any, out: Output) -> int:
-    """The summary line, and what else the user asked for: JUnit XML, the report page."""
+    """What the run found, in words (the same as the report's and `testbed check`'s), the
+    summary line, and what else the user asked for: JUnit XML, the report page."""
+    from testbed.lab import results
+    from testbed.report import findings
+
+    judged = results.parse(out.document(ran))
+    print("\n" + findings.words(judged.rows))
     passed = sum(r.passed for r in ran.rows)
     total = len(ran.rows)
     print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
     if out.store.junit is not None or out.store.report:
-        from testbed.lab import results
         from testbed.report import junit
 
-        document = out.document(ran)
         if out.store.junit is not None:
-            junit.write_junit(out.store.junit, results.parse(document))
+            junit.write_junit(out.store.junit, judged)
             print(f"JUnit XML in {out.store.junit}")
         if out.store.report and ran.stored is not None:
             print(f"report in {write_report(ran.stored.path)}")
@@ -284,12 +296,17 @@ def chaos(
     checks.finite("--parallel", parallel, 1, 16)
     checks.finite("--retries", retries, 0, 10)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
+    refuse_untested(cells, every_nth(every), ops)
     overrides = parse_expect(expect, cells)
     stack, mode = _stack(stack_args)
     paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import tables as report
 
-    meta = {"matrix": matrix, "ops": ops, "every": every, "parallel": parallel, **_shared(stack_args)}
+    meta: dict[str, Any] = {"matrix": matrix}
+    # The selection as given: a narrowed matrix is not the matrix.
+    given = {"strategies": strategy, "boundaries": boundary, "faults": fault, "scenarios": scenario}
+    meta |= {name: values for name, values in given.items() if values}
+    meta |= {"ops": ops, "every": every, "parallel": parallel, **_shared(stack_args)}
     meta |= {"handlers": handlers, "promise": promise} if handlers else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(stack.settings), "expect": _expectations(overrides)}
@@ -314,9 +331,6 @@ def chaos(
         paths=paths,
     )
     print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
-    if diffs := report.differences(ran.rows):
-        print("\n" + diffs)
-    print(f"\n{report.LEGEND}")
     return _finish(ran, out)
 
 
@@ -367,6 +381,7 @@ def replay(
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--retries", retries, 1, 10)
+    refuse_untested(cells, every_nth(every), ops)
     stack, mode = _stack(stack_args)
     paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import timeline
@@ -374,12 +389,7 @@ def replay(
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **_shared(stack_args)}
     out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
     if mode == "rq" and chosen[0] is Fault.KILL_WORKER:
-        low, high = _rq_recovery_seconds(stack.settings)
-        print(
-            f"testbed: note: RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"
-            " (--job-monitoring-interval + 60 s, then a worker's maintenance); the run waits for it",
-            file=sys.stderr,
-        )
+        print(f"testbed: note: {rq_recovery_note(stack.settings)}", file=sys.stderr)
     estimate = checks.Estimate.of(1, ops, 1 / every, retries, stack_args.workers, ops)
     ran = _run(
         stack,
@@ -401,8 +411,6 @@ def replay(
     print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
     c = row.counts
     print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
-    for problem in row.problems:
-        print(f"DIFFERS  {problem}")
     return _finish(ran, out)
 
 
@@ -486,6 +494,4 @@ def load(
     )
     note = f"{ops} ops per strategy, {stack_args.workers} workers, kill rate {kill_rate:g}, seed {seed}"
     print(report.load_table(ran.rows, note))
-    if diffs := report.differences(ran.rows):
-        print("\n" + diffs)
     return _finish(ran, out)

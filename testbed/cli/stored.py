@@ -76,23 +76,23 @@ def check(
     from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
     from testbed.lab.recheck import recheck, stored_cells
-    from testbed.report import tables
+    from testbed.report import findings
 
     path, results = _stored(store, run)
     if junit_path is not None:
         checks.output_file("--junit", junit_path)
     overrides = parse_expect(expect, stored_cells(results)) if expect else None
     rows = recheck(path, results, overrides)
-    if diffs := tables.differences(rows):
-        print(diffs)
+    judged = results.judged_again(rows)
+    print(findings.words(judged.rows))
     if junit_path is not None:
         from testbed.report import junit
 
-        junit.write_junit(junit_path, results.judged_again(rows))
+        junit.write_junit(junit_path, judged)
     passed = sum(r.passed for r in rows)
     if results.incomplete:
-        judged = f"{passed}/{len(rows)} judged cell(s) as expected, {len(results.not_run)} not run"
-        print(f"incomplete run: {results.failure or 'a part of the lab failed'}; {judged}, checked from {path}")
+        counted = f"{passed}/{len(rows)} judged cell(s) as expected, {len(results.not_run)} not run"
+        print(f"incomplete run: {results.failure or 'a part of the lab failed'}; {counted}, checked from {path}")
         return 3
     print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.verdict})")
     return 0 if passed == len(rows) else 1
@@ -107,12 +107,14 @@ def compare(
     run_b: Annotated[str, Argument(metavar="RUN_B", help="Another stored run.")],
     store: StoreDir = Path("runs"),
 ) -> int:
-    """Print the cells whose counts or verdicts differ between two stored runs, and their latency changes."""
+    """Print the cells whose counts or verdicts differ between two stored runs, and their latency changes.
+    Exits 0 when every cell matches, 1 when any differs or is in one run only (as diff does)."""
     from testbed.report import compare as comparing
 
     (a_path, a), (b_path, b) = _stored(store, run_a), _stored(store, run_b)
-    print(comparing.render_text(comparing.compare(a, b), a_path.name, b_path.name))
-    return 0
+    changes = comparing.compare(a, b)
+    print(comparing.render_text(changes, a_path.name, b_path.name, comparing.in_common(a, b)))
+    return 1 if changes else 0
 
 
 @app.command(

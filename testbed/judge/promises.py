@@ -184,13 +184,25 @@ def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dic
     return Judge(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
 
 
+def armed_ops(plan: Plan, ops: int) -> int:
+    """The ops whose armed fault must be reached: under the matrix's plan, every armed (first)
+    attempt runs; a load plan's later attempts may never run, so none is counted."""
+    if not isinstance(plan, EveryNth) or plan.boundary is None:
+        return 0
+    return ops // plan.every
+
+
+def not_tested(unreached: int) -> str:
+    """The words for a cell that passes without having tested its boundary: never green."""
+    return (
+        f"{unreached} armed fault{'s' * (unreached != 1)} never reached: the cell did not test its boundary, not tested"
+    )
+
+
 def verdict(judge: Judge, plan: Plan, ops: int, faults_hit: int) -> tuple[list[str], dict[str, Any]]:
     """The row's broken promises (and armed faults the job never reached), and its stored verdict."""
     stored = judge.to_json()
-    unreached = 0
-    if isinstance(plan, EveryNth):  # every armed (first) attempt runs: each fault must be reached
-        unreached = max(0, sum(1 for seq in range(1, ops + 1) if plan.armed(seq)) - faults_hit)
-    stored["unreached"] = unreached
+    stored["unreached"] = max(0, armed_ops(plan, ops) - faults_hit)
     return broken(judge.promise, judge.counts) + unreached_faults(stored), stored
 
 
@@ -198,7 +210,4 @@ def unreached_faults(stored: dict[str, Any]) -> list[str]:
     n = stored.get("unreached", 0)
     if not n:
         return []
-    return [
-        f"{n} armed fault{'s' * (n != 1)} never reached: the cell did not test its boundary "
-        "(with a client the lab does not instrument, call testbed.boundary(...))"
-    ]
+    return [not_tested(n) + " (with a client the lab does not instrument, call testbed.boundary(...))"]

@@ -78,8 +78,11 @@ def judge(
     if j.overrides:
         expected = expected.override(j.overrides)
     row = _row(j, real, expected, seen, workers, wall)
+    armed = promises.armed_ops(j.plan, j.ops)
+    if j.cell.injected and armed and not seen.faults:
+        row.broken.append(promises.not_tested(armed))
     if j.promises:
-        row.broken = invariants.broken(j.cell.strategy, real.counts)
+        row.broken += invariants.broken(j.cell.strategy, real.counts)
         row.extra["invariants"] = invariants.promises(j.cell.strategy)
     if not row.passed:
         row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]

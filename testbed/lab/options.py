@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from labcore import plan as plans
 from labcore.boundaries import parse_boundary
 from labcore.faults import parse_fault
+from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all, select_cells, with_handlers
@@ -71,3 +72,16 @@ def matrix_cells(
 def every_nth(every: int) -> Callable[[Cell], plans.Plan]:
     """The matrix's plan: the first attempt of every `every`-th op faulted, at the cell's boundary."""
     return lambda cell: plans.EveryNth(every, cell.boundary, cell.fault)
+
+
+def refuse_untested(cells: Sequence[Cell], plan: Callable[[Cell], plans.Plan], ops: int) -> None:
+    """A usage error for a faulted cell whose plan arms no op: it would pass without testing
+    its boundary (e.g. `--ops 1` with the default `--every 10`)."""
+    for cell in cells:
+        chosen = plan(cell)
+        if cell.boundary is None or not isinstance(chosen, plans.EveryNth) or ops >= chosen.every:
+            continue
+        raise UsageError(
+            f"{ops} op{'s' * (ops != 1)} with one op in {chosen.every} faulted arms no fault: {cell.label} would"
+            f" pass without testing its boundary (use --ops {chosen.every} or more, or a smaller --every)"
+        )

@@ -203,6 +203,9 @@ class GivenOptions(Record):
     model_config = ConfigDict(extra="allow")
 
     matrix: str | None = Field(None, description="chaos: article or full.")
+    strategies: list[str] | None = Field(None, description="chaos: the strategies the matrix was narrowed to (-s).")
+    faults: list[str] | None = Field(None, description="chaos: the faults the matrix was narrowed to (-f).")
+    scenarios: list[str] | None = Field(None, description="chaos: the scenarios the matrix was narrowed to.")
     ops: int = Field(description="Operations per cell.")
     every: int | None = Field(None, description="chaos, replay: the first attempt of every n-th op is faulted.")
     parallel: int | None = Field(None, description="Cells in flight at once.")
@@ -211,7 +214,9 @@ class GivenOptions(Record):
     handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
     promise: str | None = Field(None, description="What users' jobs are judged against.")
     kill_rate: float | None = Field(None, description="load: the chance that an attempt (not the last) is killed.")
-    boundaries: list[str] | None = Field(None, description="load: the boundaries kills are drawn from.")
+    boundaries: list[str] | None = Field(
+        None, description="chaos: the boundaries the matrix was narrowed to (-b); load: those kills are drawn from."
+    )
     fault: str | None = Field(None, description="load: the fault.")
     retries: int = Field(description="RQ retries per job.")
     window: int | None = Field(None, description="load: jobs enqueued ahead of the workers at most.")

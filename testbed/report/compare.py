@@ -96,14 +96,24 @@ def _moved(a: Latencies, b: Latencies, factor: float) -> bool:
     return high > low * factor if low > 0 else high > 0
 
 
-def render_text(changes: Sequence[CellChange], a_name: str = "A", b_name: str = "B") -> str:
-    """What `testbed compare` prints."""
+def in_common(a: Results, b: Results) -> int:
+    """How many cells the two runs share (by strategy, boundary, fault and scenario)."""
+    return len({stored_row_key(r) for r in a.rows} & {stored_row_key(r) for r in b.rows})
+
+
+def render_text(changes: Sequence[CellChange], a_name: str = "A", b_name: str = "B", common: int | None = None) -> str:
+    """What `testbed compare` prints; `common`: the cells the runs share, where known."""
     changed = [c for c in changes if c.status in ("changed", "latency")]
     only_a = [c for c in changes if c.status == "only-a"]
     only_b = [c for c in changes if c.status == "only-b"]
     head = f"{a_name} -> {b_name}: "
     if not changes:
         return head + "every cell shows the same counts and verdict"
+    if common == 0:
+        return head + (
+            f"no cell in common, nothing to compare ({len(only_a)} cell(s) only in {a_name},"
+            f" {len(only_b)} only in {b_name})"
+        )
     lines = [head + f"{len(changed)} cell(s) differ, {len(only_a)} only in {a_name}, {len(only_b)} only in {b_name}"]
     for c in changed:
         verdict = f"verdict {c.verdicts[0]} -> {c.verdicts[1]}" if c.verdicts[0] != c.verdicts[1] else ""

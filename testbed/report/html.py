@@ -26,7 +26,7 @@ from typing import Any
 from testbed.judge.scorecard import latency_stats
 from testbed.lab.history import Line as HistoryLine
 from testbed.lab.results import OpDifference, ResultRow, Results
-from testbed.report import document
+from testbed.report import document, findings
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import (
     Line,
@@ -40,7 +40,7 @@ from testbed.report.plots import (
 )
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
-from testbed.report.tables import LEGEND, grid_text, grids, load_grid, stored_cell_text, stored_row_key
+from testbed.report.tables import grid_text, grids, legend, load_grid, stored_cell_text, stored_row_key
 
 DASH = "\u2013"  # an absent value
 MAX_TIMELINES_PER_CELL = 200  # a long load run's store may hold thousands of faulted ops per cell
@@ -59,8 +59,9 @@ def render(
     # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
     sections = [
         _run_section(results, load),
+        _summary_section(rows),
         _heatmap_section(rows, per_row),
-        _failures_section(rows, per_row),
+        _findings_section(rows, per_row),
         _latency_section(results, rows, per_row),
         *([_load_section(rows)] if load else []),
         _timelines_section(rows, per_row, max_timelines_per_cell),
@@ -162,14 +163,17 @@ def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History])
         body = el("h3", esc(grid.title)) + el("div", heatmap + table, class_="group-body")
         gid = f"group-{grid.fault}-{grid.scenario}"
         groups.append(el("div", body, class_="group", id=gid, data_fault=grid.fault, data_scenario=grid.scenario))
-    legend = el(
+    chips = el(
         "div",
         "".join(el("span", esc(t), class_=f"chip outcome-{c}") for c, t in _OUTCOMES)
         + el("span", "differs from expectation", class_="chip verdict-fail"),
         class_="heat-legend",
     )
-    intro = _note(f"Each cell: effects / missing / duplicates. Text tables: effects / missing; {LEGEND}.")
-    return "heatmaps", "Cells", intro + legend + "".join(groups)
+    marks = legend(stored_cell_text(r) for r in rows)
+    intro = _note(
+        "Each cell: effects / missing / duplicates. Text tables: effects / missing" + (f"; {marks}." if marks else ".")
+    )
+    return "heatmaps", "Cells", intro + chips + "".join(groups)
 
 
 _OUTCOMES = (
@@ -190,13 +194,19 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     if marks:
         body += el("span", esc(" ".join(marks)), class_="marks")
     verdict = row.verdict
+    found = findings.cell_findings(row)
     if verdict == "fail":
         body = el("a", body + el("span", "differs", class_="differs"), href=f"#failure-{i}")
-    elif timelines:
-        body = el("a", body, href=f"#cell-{i}")
-    label = document.label(row)
+    else:
+        if found.outcome != "exactly once":  # a pass is not "safe": the expectation allowed this
+            body += el("span", "expected", class_="expected")
+        if found.ops:
+            body = el("a", body, href=f"#failure-{i}")
+        elif timelines:
+            body = el("a", body, href=f"#cell-{i}")
+    label = found.label
     tooltip = f"{label}: {row.effects} effects, {row.missing_operations} missing, "
-    tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {verdict}"
+    tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {found.verdict}"
     return el(
         "td",
         body,
@@ -215,22 +225,39 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     )
 
 
-# ---------------------------------------------------------------- failures
+# ---------------------------------------------------------------- summary
 
 
-def _failures_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
-    failing = [(i, r) for i, r in enumerate(rows) if not r.passed]
-    if not failing:
-        return "failures", "Differences", _note("Every cell shows what its expectation predicts.")
-    return "failures", f"Differences ({len(failing)})", "".join(_failure(i, r, per_row[i]) for i, r in failing)
+def _summary_section(rows: Sequence[ResultRow]) -> tuple[str, str, str]:
+    sentences = findings.summary(rows)
+    if not sentences:
+        return "summary", "Summary", _note("This run has no cells.")
+    items = "".join(el("li", esc(s)) for s in sentences)
+    return "summary", "Summary", el("ul", items, class_="summary")
 
 
-def _failure(i: int, row: ResultRow, history: document.History) -> str:
-    label = document.label(row)
-    items = "".join(el("li", esc(d)) for d in row.differences)
-    body = el("h3", esc(label)) + el("ul", items, class_="differences")
+# ---------------------------------------------------------------- findings
+
+
+def _findings_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
+    """Every cell that differs, then every passing cell that names ops (held ones): the same
+    cells and ops, in the same words, as the terminal, `testbed check` and JUnit."""
+    named = [(i, r, findings.cell_findings(r)) for i, r in enumerate(rows)]
+    named = [(i, r, f) for i, r, f in named if f.worth_naming]
+    named.sort(key=lambda item: item[1].passed)  # the cells that differ first
+    failing = sum(not r.passed for _, r, _ in named)
+    if not named:
+        return "failures", "Findings", _note("Every cell shows what its expectation predicts, and no op is held.")
+    title = f"Findings ({failing} differ{'s' * (failing == 1)})" if failing else "Findings"
+    return "failures", title, "".join(_finding(i, r, f, per_row[i]) for i, r, f in named)
+
+
+def _finding(i: int, row: ResultRow, found: findings.CellFindings, history: document.History) -> str:
+    body = el("h3", esc(found.label)) + el("p", esc(found.verdict), class_="verdict-words")
+    if found.problems:
+        body += el("ul", "".join(el("li", esc(d)) for d in found.problems), class_="differences")
     expected = row.expected
-    if expected:
+    if expected and not row.passed:
         counts = row.counts()
         observed = {k: counts.get(k) for k in expected}
         differing = [k for k in expected if expected[k] != observed[k]]
@@ -238,15 +265,16 @@ def _failure(i: int, row: ResultRow, history: document.History) -> str:
             body += _compare_table({k: expected[k] for k in differing}, {k: observed[k] for k in differing}, "fields")
         every = el("summary", "every counted field") + _compare_table(expected, observed, "expected-observed")
         body += el("details", every, class_="all-fields")
-    if row.held:
-        held = "".join(el("tr", "".join(el("td", esc(v)) for v in (h.op, h.state, h.reason))) for h in row.held)
-        body += el("table", el("tr", "<th>held op</th><th>state</th><th>reason</th>") + held, class_="held")
-    ops = row.op_differences or []
-    body += "".join(_op_difference(i, j, op) for j, op in enumerate(ops))
-    if not ops:
-        where = f' Its faulted ops are under <a href="#cell-{i}">timelines</a>.' if _faulted_ops(history) else ""
-        body += el("p", "The run recorded no per-op differences for this cell." + where, class_="note")
-    return el("div", body, class_="failure", id=f"failure-{i}", data_cell=label, data_ops=len(ops))
+    if found.ops:
+        lines = "".join(
+            el("li", esc(op.text), class_=f"op op-{op.kind}", data_op=op.op, data_kind=op.kind) for op in found.ops
+        )
+        body += el("ul", lines, class_="ops")
+    body += "".join(_op_difference(i, j, op) for j, op in enumerate(row.op_differences or []))
+    if not found.ops and _faulted_ops(history):
+        body += el("p", f'Its faulted ops are under <a href="#cell-{i}">timelines</a>.', class_="note")
+    kind = "failure" if not row.passed else "finding"
+    return el("div", body, class_=kind, id=f"failure-{i}", data_cell=found.label, data_ops=len(found.ops))
 
 
 def _compare_table(expected: Mapping[str, Any], observed: Mapping[str, Any], cls: str) -> str:

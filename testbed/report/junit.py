@@ -1,6 +1,8 @@
 """JUnit XML for CI: one test case per cell, a cell that differs from its
-expectation (or breaks its promise, under load) as a failure whose message
-is its differences."""
+expectation (or breaks its promise) as a failure whose message is its
+differences. Every case names its ops as the terminal does (breaking, differing
+and held ops, `testbed.report.findings`) and counts its bad outcomes as
+properties, passing or not."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from testbed.lab.files import replaced
-from testbed.lab.results import OpDifference, ResultRow, Results
-from testbed.report import document
+from testbed.lab.results import ResultRow, Results
+from testbed.report import document, findings
 
 
 def junit(results: Results) -> ET.Element:
@@ -35,35 +37,29 @@ def junit(results: Results) -> ET.Element:
     return top
 
 
+# Per test case, as properties: what a CI dashboard can count across runs.
+_COUNTED = ("duplicateEffects", "missingOperations", "falseCompletions", "unresolved", "conflicts", "failedByProvider")
+
+
 def _case(suite: ET.Element, row: ResultRow) -> None:
+    found = findings.cell_findings(row)
     case = ET.SubElement(
         suite,
         "testcase",
-        {
-            "classname": f"{row.fault}/{row.scenario}",
-            "name": document.label(row),
-            "time": f"{row.wall_seconds:.3f}",
-        },
+        {"classname": f"{row.fault}/{row.scenario}", "name": found.label, "time": f"{row.wall_seconds:.3f}"},
     )
-    if not row.passed:
-        differences = list(row.differences)
-        failure = ET.SubElement(case, "failure", {"message": "; ".join(differences) or "differs", "type": "differs"})
-        lines = differences + [_op_line(op) for op in row.op_differences or []]
-        failure.text = "\n".join(lines)
     counts = row.counts()
+    properties = ET.SubElement(case, "properties")
+    for name in _COUNTED:
+        ET.SubElement(properties, "property", {"name": name, "value": str(counts[name])})
+    ops = [op.text for op in found.ops]
+    if not row.passed:
+        failure = ET.SubElement(case, "failure", {"message": "; ".join(found.problems) or "differs", "type": "differs"})
+        failure.text = "\n".join([*found.problems, *ops])
     out = ET.SubElement(case, "system-out")
     names = ("effects", "missingOperations", "duplicateEffects", "kills", "replays")
-    out.text = ", ".join(f"{name} {counts[name]}" for name in names)
-
-
-def _op_line(op: OpDifference) -> str:
-    expected, observed = op.expected, op.observed
-    fields = [
-        f"{k} expected {expected.get(k)}, observed {observed.get(k)}"
-        for k in dict.fromkeys([*expected, *observed])
-        if expected.get(k) != observed.get(k)
-    ]
-    return f"op {op.op}: " + ("; ".join(fields) or "differs")
+    lines = [found.verdict, ", ".join(f"{name} {counts[name]}" for name in names), *ops]
+    out.text = "\n".join(lines)
 
 
 def write_junit(path: Path | str, results: Results) -> None:

@@ -47,6 +47,7 @@ td.cell a { color:inherit; text-decoration:none; display:block; }
 td.cell .nums { display:block; font-weight:600; font-size:15px; }
 td.cell .marks, td.cell .differs { display:block; font-size:11px; }
 td.cell .differs { color:var(--fail); font-weight:700; text-transform:uppercase; letter-spacing:.05em; }
+td.cell .expected { display:block; font-size:11px; color:var(--muted); font-style:italic; }
 .outcome-clean { background:var(--clean); } .outcome-duplicates { background:var(--dup); }
 .outcome-missing { background:var(--missing); } .outcome-both { background:var(--both); }
 .outcome-held { background:var(--held); }
@@ -58,6 +59,11 @@ table.heatmap td.absent { color:var(--muted); text-align:center; }
 pre.text-table { background:var(--bg); border-radius:8px; padding:10px 14px; margin:0; font-size:12.5px;
   line-height:1.45; overflow-x:auto; }
 .failure { border-left:4px solid var(--fail); padding:2px 0 8px 16px; margin:12px 0 22px; }
+.finding { border-left:4px solid var(--held); padding:2px 0 8px 16px; margin:12px 0 22px; }
+p.verdict-words { margin:2px 0 6px; font-weight:600; }
+ul.summary li { font-size:15px; margin:4px 0; }
+ul.ops { font-family:ui-monospace,Menlo,Consolas,monospace; font-size:12.5px; padding-left:18px; }
+ul.ops li.op-duplicated, ul.ops li.op-missing { color:var(--fail); }
 ul.differences li { color:var(--fail); font-weight:600; }
 table.compare tr.differs td { color:var(--fail); font-weight:700; }
 details.cell-timelines { border-top:1px solid var(--line); padding:8px 0; }

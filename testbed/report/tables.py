@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
 from testbed.experiment.scenarios import SCENARIOS
-from testbed.judge.promises import OpReport
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from testbed.lab.results import ResultRow
 
-LEGEND = "marks: Nu unresolved, Nc conflicts, Nf failed by provider, Nj jobs failed; ! differs from expectation"
-# Ops listed under a row that breaks its promise (all of them are in the results file).
-LISTED_OPS = 10
+# What a mark after a cell's `effects / missing` means.
+MARKS = {"u": "unresolved", "c": "conflicts", "f": "failed by provider", "j": "jobs failed"}
+DIFFERS = "!"
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"
 COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)
@@ -43,7 +42,21 @@ def _cell_text(
     marks = [f"{n}{m}" for n, m in ((unresolved, "u"), (conflicts, "c"), (failed, "f"), (jobs, "j")) if n]
     if marks:
         text += f" ({' '.join(marks)})"
-    return text if passed else text + " !"
+    return text if passed else f"{text} {DIFFERS}"
+
+
+def legend(texts: Iterable[str]) -> str:
+    """What the marks in these cells' texts mean; empty when no cell has one."""
+    used: set[str] = set()
+    differs = False
+    for text in texts:
+        differs |= text.endswith(f" {DIFFERS}")
+        if "(" in text:
+            used |= {mark[-1] for mark in text[text.index("(") + 1 : text.index(")")].split()}
+    parts = [f"N{m} {MARKS[m]}" for m in MARKS if m in used]
+    said = [f"marks: {', '.join(parts)}"] if parts else []
+    said += [f"{DIFFERS} differs from expectation"] if differs else []
+    return "; ".join(said)
 
 
 def cell_text(row: Row) -> str:
@@ -144,31 +157,10 @@ def _ordinal_suffix(n: int) -> str:
 
 
 def tables(rows: Sequence[Row], ops_note: str) -> str:
-    """One table per (scenario, fault): strategies x boundaries, `effects / missing`."""
-    return "\n\n".join([f"effects / missing; {ops_note}", *(grid_text(g, cell_text) for g in grids(rows, row_key))])
-
-
-def differences(rows: Sequence[Row]) -> str:
-    """Each cell that differs, and under it the ops that differ from the model."""
-    lines = []
-    for row in rows:
-        if not row.passed:
-            details = "; ".join(row.problems)
-            lines.append(f"DIFFERS  {row.cell.label}: {details}")
-            lines += [f"  {line}" for d in row.op_differences for line in op_difference(d.to_json())]
-            listed = row.extra.get("promise", {}).get("ops", [])
-            lines += [f"    {OpReport.from_dict(op)}" for op in listed[:LISTED_OPS]]
-            if len(listed) > LISTED_OPS:
-                lines.append(f"    ... {len(listed) - LISTED_OPS} more listed in the results file")
-    return "\n".join(lines)
-
-
-def op_difference(d: Mapping[str, Any]) -> list[str]:
-    """One op that differs: what was planned for it, and each fact expected and observed."""
-    plan = ", ".join(f"attempt {a['attempt']} {a['fault']} at {a['boundary']}" for a in d["plan"]) or "no fault"
-    expected, observed = d["expected"], d["observed"]
-    changed = [f"{k} {v} expected, {observed.get(k)} observed" for k, v in expected.items() if observed.get(k) != v]
-    return [f"{d['op']} ({plan}): " + "; ".join(changed)]
+    """One table per (scenario, fault): strategies x boundaries, `effects / missing`, and what their marks mean."""
+    tables = [f"effects / missing; {ops_note}", *(grid_text(g, cell_text) for g in grids(rows, row_key))]
+    marks = legend(cell_text(r) for r in rows)
+    return "\n\n".join(tables + ([marks] if marks else []))
 
 
 def progress_line(index: int, total: int, row: Row) -> str:

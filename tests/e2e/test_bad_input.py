@@ -39,7 +39,7 @@ def test_usage_errors_exit_2_with_one_line(workdir, args, message):
 
 
 def test_unreachable_redis_url(workdir):
-    ran = run_testbed(["--redis-url", "redis://127.0.0.1:1/0", "--ops", "5"], workdir, timeout=60)
+    ran = run_testbed(["--redis-url", "redis://127.0.0.1:1/0", "--ops", "5", "--every", "5"], workdir, timeout=60)
     assert ran.code == 2
     assert ran.stderr.strip().splitlines() == [ran.stderr.strip()]
     assert "cannot reach Redis at redis://127.0.0.1:1/0" in ran.stderr
@@ -57,7 +57,7 @@ def taken_port():
 
 def test_provider_port_in_use(workdir, taken_port):
     port = taken_port
-    ran = run_testbed(["--provider-port", str(port), "--ops", "5"], workdir, timeout=60)
+    ran = run_testbed(["--provider-port", str(port), "--ops", "5", "--every", "5"], workdir, timeout=60)
     assert ran.code == 2
     assert ran.stderr.strip() == f"testbed: error: provider port {port} is already in use"
     assert_left_nothing(ran)

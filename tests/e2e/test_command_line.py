@@ -40,6 +40,9 @@ def refused(ran, message: str) -> None:
         (["--client-timeout", "nan"], "--client-timeout must be from 0.05 to 3,600 (got nan)"),
         (["--ops", "99999999999999999999999"], "--ops must be from 1 to 10,000,000"),
         (["--ops", "1000000"], "add --yes to run it"),
+        # A faulted cell whose plan arms no op would pass without testing anything: refused.
+        (["--ops", "1"], "arms no fault: retry-only @ before-effect (kill) would pass without testing its boundary"),
+        (["--scenario", "withdrawn", "-s", "retry-only", "--ops", "1"], "arms no fault"),
         (["--expect", "retry-only@after-effect=-1/0"], "counts are whole numbers"),
         (["--expect", "retry-only@job-start=1/0"], "matches no cell of this run"),
         (["--expect", "retry-only@none=100/0", "--expect", "retry-only@none=99/0"], "given twice"),
@@ -127,12 +130,6 @@ def test_load_without_a_terminal_prints_no_empty_progress(workdir):
     assert "0m00s" not in ran.stderr
 
 
-def test_replay_under_rqs_own_recovery_says_how_long_it_will_wait(workdir):
-    args = ["--recovery", "rq", "--ops", "5", "--every", "100"]  # nothing is killed: no wait
-    ran = run_testbed(args, workdir, command="replay")
-    assert "RQ's own recovery brings each killed worker's job back 90 to 690 s after the kill" in ran.stderr
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -211,7 +208,9 @@ def test_clean_removes_a_dead_runs_keys_and_never_a_live_ones(workdir, shared_re
 
 
 def test_a_password_is_never_printed(workdir):
-    ran = run_testbed(["--redis-url", "redis://:hunter2@127.0.0.1:1/0", "--ops", "5"], workdir, timeout=60)
+    ran = run_testbed(
+        ["--redis-url", "redis://:hunter2@127.0.0.1:1/0", "--ops", "5", "--every", "5"], workdir, timeout=60
+    )
     assert ran.code == 2 and "hunter2" not in ran.stderr and "***" in ran.stderr
 
 

@@ -30,7 +30,7 @@ def examples_db(tmp_path, monkeypatch):
     ],
 )
 def test_bad_handlers_exit_2_with_one_line_before_anything_starts(workdir, args, message):
-    ran = run_testbed([*args, "--ops", "5"], workdir, timeout=60)
+    ran = run_testbed([*args, "--ops", "5", "--every", "5"], workdir, timeout=60)
     assert ran.code == 2
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1, ran.stderr

@@ -129,8 +129,10 @@ def test_compare_shows_the_cells_that_differ(stored):
     assert other.code == 1
     runs = [str(workdir / "runs" / ran.results["run"]), str(workdir / "other" / "runs" / "latest")]
     compared = stored_command(runs, workdir, "compare")
-    assert compared.code == 0
+    assert compared.code == 1  # as diff: 1 when anything differs
     assert "provider-key @ none" in compared.stdout and "verdict" in compared.stdout
+    same = stored_command([runs[0], runs[0]], workdir, "compare")
+    assert same.code == 0 and "every cell shows the same counts and verdict" in same.stdout
 
 
 def test_no_store_keeps_nothing(workdir):

@@ -112,7 +112,7 @@ def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_
     fake.write_text("#!/bin/sh\nsleep 1\necho 'fake redis-server: refusing to start'\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    proc, _, _ = start_testbed(["--ops", "1"], workdir)
+    proc, _, _ = start_testbed(["--ops", "1", "-b", "none"], workdir)
     processes: dict[int, Seen] = {}
     ran = finish(proc, workdir, timeout=30, processes=processes)
     assert ran.code == 2, ran.stderr

@@ -12,48 +12,13 @@ from testbed.lab import history
 from testbed.lab import results as stored
 from testbed.lab.series import Series
 from testbed.report import document, html, tables
-from testbed.report.compare import compare, render_text
+from testbed.report.compare import compare, in_common, render_text
 from testbed.report.junit import write_junit
 from testbed.report.latency import recovery_mode, replay_latency
 from tests.support.dom import parse
+from tests.support.rows import row
 
 T = 1_796_000_000.0
-
-
-def row(strategy: str, boundary: str, fault: str = "kill", scenario: str = "none", **values) -> dict:
-    control = boundary == "none"
-    out = {
-        "strategy": strategy,
-        "boundary": boundary,
-        "injected": not control,
-        "intended": 10,
-        "requests": 10,
-        "kills": 0,
-        "effects": 10,
-        "duplicateEffects": 0,
-        "missingOperations": 0,
-        "skippedWithoutEffect": 0,
-        "fault": "none" if control else fault,
-        "scenario": scenario,
-        "workers": 2,
-        "faults": 0,
-        "lookups": 0,
-        "unresolved": 0,
-        "conflicts": 0,
-        "failedByProvider": 0,
-        "falseCompletions": 0,
-        "unrecordedEffects": 0,
-        "withdrawnEffects": 0,
-        "jobsFailed": 0,
-        "replays": 0,
-        "replayLatencyMs": None,
-        "wallSeconds": 0.5,
-        "expected": {},
-        "verdict": "pass",
-        "differences": [],
-        "held": [],
-    }
-    return out | values
 
 
 def horse_killed(t: float, worker: str = "w1", pid: int = 100, again: str = "w2", again_pid: int = 101) -> list:
@@ -345,7 +310,10 @@ def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
     assert [(c.get("classname"), c.get("name")) for c in failed] == [("kill/none", "retry-only @ after-effect (kill)")]
     failure = failed[0].find("failure")
     assert failure is not None and failure.get("message") == "effects expected 10, observed 11"
-    assert "op tenant-demo:notification:5: effects expected 1, observed 2" in (failure.text or "")
+    # The same words as the terminal's and the report's (testbed.report.findings).
+    assert "tenant-demo:notification:5 (attempt 1 kill at after-effect): effects 1 expected, 2 observed" in (
+        failure.text or ""
+    )
     names = {c.get("name") for c in cases}
     assert {"retry-only @ none", "provider-key @ before-effect (timeout)"} <= names
 
@@ -371,6 +339,16 @@ def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
     assert "effects 10 -> 11; duplicateEffects 0 -> 1" in text
     assert compare(stored.parse(a), stored.parse(a)) == []
     assert render_text([], "a", "b") == "a -> b: every cell shows the same counts and verdict"
+
+
+def test_compare_says_when_two_runs_share_no_cell():
+    a = stored.parse(chaos_results())
+    unrelated = copy.deepcopy(chaos_results())
+    unrelated["rows"] = [row("reconcile", "none"), row("fresh-key", "after-effect")]
+    b = stored.parse(unrelated)
+    assert in_common(a, b) == 0 and in_common(a, a) == len(a.rows)
+    text = render_text(compare(a, b), "a", "b", in_common(a, b))
+    assert text.startswith("a -> b: no cell in common, nothing to compare (")
 
 
 def test_compare_lists_a_cell_whose_replays_got_much_slower():

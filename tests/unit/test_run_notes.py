@@ -1,0 +1,11 @@
+"""What a run says before it starts, from its settings alone."""
+
+from testbed.cli.run import rq_recovery_note
+from testbed.infra.supervisor import WorkerSettings
+
+
+def test_replay_under_rqs_own_recovery_says_how_long_it_will_wait():
+    note = rq_recovery_note(WorkerSettings())
+    assert note.startswith("RQ's own recovery brings each killed worker's job back 90 to 690 s after the kill")
+    tuned = rq_recovery_note(WorkerSettings(worker_ttl=20, maintenance_interval=5, job_monitoring_interval=5))
+    assert "back 65 to 70 s" in tuned
