@@ -49,7 +49,7 @@ from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
 from testbed.lab.layout import REPORT, RESULTS
-from testbed.lab.options import RunOptions, every_nth, matrix_cells
+from testbed.lab.options import RunOptions, every_nth, load_schedule, matrix_cells, schedule_cells, scheduled
 from testbed.lab.store import RunStore
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import STRATEGIES, parse_strategy
@@ -83,7 +83,7 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
         checks.finite("--cell-timeout", given, 1, 7 * 86_400)
         return given
     timeout = 120.0 + ops * 0.05
-    if recovery == "rq" and any(c.fault is Fault.KILL_WORKER and c.injected for c in cells):
+    if recovery == "rq" and any(Fault.KILL_WORKER in c.faults for c in cells):
         timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout
 
@@ -103,7 +103,7 @@ class Output:
     command: str
     json_path: Path
     meta: dict[str, Any]
-    seed: int
+    seed: int | None  # None: explore without --seed
     store: StoreArgs
 
     def check(self) -> None:
@@ -116,12 +116,42 @@ class Output:
         elif self.store.report:
             raise UsageError("--report writes into the stored run: it needs the store (drop --no-store)")
 
-    def document(self, ran: Any) -> dict[str, Any]:
+    def document(self, ran: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run's results; `extra`: what a command adds of its own (explore's summary)."""
         from testbed.lab import results
         from testbed.report import tables as report
 
         meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
-        return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
+        return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows) | (extra or {})
+
+    def deliver(self, ran: Any, extra: dict[str, Any] | None = None) -> None:
+        """What else the user asked for: JUnit XML, the report page; and where the run is kept."""
+        if self.store.junit is not None or self.store.report:
+            from testbed.lab import results
+            from testbed.report import junit
+
+            if self.store.junit is not None:
+                junit.write_junit(self.store.junit, results.parse(self.document(ran, extra)))
+                print(f"JUnit XML in {self.store.junit}")
+            if self.store.report and ran.stored is not None:
+                print(f"report in {write_report(ran.stored.path)}")
+        if ran.stored is not None:
+            print(f"stored in {ran.stored.path}")
+
+    def keep(self, ran: Any, store: RunStore | None, extra: dict[str, Any] | None = None) -> None:
+        """The results written (--json, and the stored run); if a part of the stack failed,
+        the failure ends the command (exit 3) once the cells judged before are written."""
+        from testbed.lab import results  # at the end: its records are built as it is imported
+
+        document = self.document(ran, extra)
+        results.write(self.json_path, document)
+        if ran.stored is not None:
+            results.write(ran.stored.path / RESULTS, document)
+            assert store is not None
+            store.mark_latest(ran.run_id)
+        if ran.failure:
+            done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {self.json_path}"
+            raise RunFailure(f"{ran.failure} ({done})")
 
 
 def _run(
@@ -150,17 +180,7 @@ def _run(
     store = None if out.store.no_store else RunStore(out.store.store)
     with Live() as live:
         ran = session.execute(stack, options, live.judged, live.tick, store)
-    from testbed.lab import results  # at the end: its records are built as it is imported
-
-    document = out.document(ran)
-    results.write(out.json_path, document)
-    if ran.stored is not None:
-        results.write(ran.stored.path / RESULTS, document)
-        assert store is not None
-        store.mark_latest(ran.run_id)
-    if ran.failure:
-        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {out.json_path}"
-        raise RunFailure(f"{ran.failure} ({done})")
+    out.keep(ran, store)
     return ran
 
 
@@ -169,18 +189,7 @@ def _finish(ran: Any, out: Output) -> int:
     passed = sum(r.passed for r in ran.rows)
     total = len(ran.rows)
     print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
-    if out.store.junit is not None or out.store.report:
-        from testbed.lab import results
-        from testbed.report import junit
-
-        document = out.document(ran)
-        if out.store.junit is not None:
-            junit.write_junit(out.store.junit, results.parse(document))
-            print(f"JUnit XML in {out.store.junit}")
-        if out.store.report and ran.stored is not None:
-            print(f"report in {write_report(ran.stored.path)}")
-    if ran.stored is not None:
-        print(f"stored in {ran.stored.path}")
+    out.deliver(ran)
     return 0 if passed == total else 1
 
 
@@ -220,6 +229,7 @@ def _shared(stack_args: StackArgs) -> dict[str, Any]:
         "testbed chaos -f provider-crash -b after-effect -s provider-key",
         "testbed chaos --scenario withdrawn -s reconcile -s naive-reconcile",
         "testbed chaos --expect retry-only@after-effect:kill=110/0 --junit junit.xml",
+        "testbed chaos --schedule runs/latest/counterexample.json -s record-before",
     ),
 )
 @run_options
@@ -251,11 +261,28 @@ def chaos(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    schedule: Annotated[
+        Path | None,
+        Option(
+            "--schedule",
+            metavar="FILE",
+            help="Run exactly this schedule (testbed explore's trials and counterexamples) for each -s and"
+            " --handler: its ops, retries and scenario (not -b, -f, --scenario, --matrix, --every, --ops, --retries).",
+        ),
+    ] = None,
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell
     (a strategy's against the model; your own job's, with --handler, against its promise)."""
     handlers = handler or []
-    cells = matrix_cells(matrix, strategy, boundary, fault, scenario, handlers)
+    plan = every_nth(every)
+    if schedule is not None:
+        if boundary or fault or scenario:
+            raise UsageError("--schedule says where faults strike and the scenario: not with -b, -f or --scenario")
+        trial = load_schedule(schedule)
+        cells = schedule_cells(trial, strategy, handlers)
+        ops, retries, plan = len(trial.ops), trial.retries, scheduled
+    else:
+        cells = matrix_cells(matrix, strategy, boundary, fault, scenario, handlers)
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--parallel", parallel, 1, 16)
@@ -270,6 +297,7 @@ def chaos(
     meta |= {"handlers": handlers, "promise": promise} if handlers else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(stack.settings), "expect": _expectations(overrides)}
+    meta |= {"schedule": str(schedule)} if schedule is not None else {}
     out = Output("chaos", json_path, meta, seed, store_args)
     estimate = checks.Estimate.of(len(cells), ops, 1 / every, retries, stack_args.workers, parallel * ops)
     ran = _run(
@@ -281,7 +309,7 @@ def chaos(
         out,
         estimate,
         yes,
-        plan=every_nth(every),
+        plan=plan,
         retries=retries,
         seed=seed,
         client_timeout=client_timeout,
@@ -290,7 +318,12 @@ def chaos(
         promise=promise,
         paths=paths,
     )
-    print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
+    if schedule is not None:
+        from testbed.explore.words import row_lines
+
+        print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
+    else:
+        print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
     if diffs := report.differences(ran.rows):
         print("\n" + diffs)
     print(f"\n{report.LEGEND}")

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from labcore import plan as plans
 from labcore.boundaries import parse_boundary
 from labcore.faults import parse_fault
+from labcore.schedule import Schedule
+from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.schedules import legal
 from testbed.experiment.selection import parse_all, select_cells, with_handlers
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import parse_strategy
@@ -71,3 +75,32 @@ def matrix_cells(
 def every_nth(every: int) -> Callable[[Cell], plans.Plan]:
     """The matrix's plan: the first attempt of every `every`-th op faulted, at the cell's boundary."""
     return lambda cell: plans.EveryNth(every, cell.boundary, cell.fault)
+
+
+def scheduled(cell: Cell) -> plans.Plan:
+    """A trial's plan: its schedule, op by op."""
+    if cell.schedule is None:
+        raise ValueError(f"{cell.label} has no schedule")
+    return cell.schedule
+
+
+def load_schedule(path: Path) -> Schedule:
+    """A schedule file, as the lab can run it: a UsageError (one line) says why not."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--schedule {path}: {exc.strerror}") from None
+    try:
+        return legal(Schedule.decode(text))
+    except ValueError as exc:
+        raise UsageError(f"--schedule {path}: {exc}") from None
+
+
+def schedule_cells(schedule: Schedule, strategies: Sequence[str] | None, handlers: Sequence[str]) -> list[Cell]:
+    """The schedule run by each strategy and handler named (at least one)."""
+    names = parse_all(list(strategies or ()), lambda s: parse_strategy(s).name) or []
+    if not names and not handlers:
+        raise UsageError("--schedule runs for each -s STRATEGY and --handler given: name at least one")
+    return [Cell.trial(name, schedule, handler=False) for name in names] + [
+        Cell.trial(h, schedule, handler=True) for h in handlers
+    ]
