@@ -1,6 +1,7 @@
 """JUnit XML for CI: one test case per cell, a cell that differs from its
 expectation (or breaks its promise, under load) as a failure whose message
-is its differences."""
+is its differences; an exploration is one test case, failing with its
+counterexample."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from testbed.lab.results import OpDifference, ResultRow, Results
-from testbed.report import document
+from testbed.report import document, explore
 
 
 def junit(results: Results) -> ET.Element:
     rows = results.rows
     failures = sum(not r.passed for r in rows)
+    if results.explore is not None:  # one case: the exploration, failing with its counterexample
+        rows, failures = [], int(results.explore.counterexample is not None)
     suite_name = f"testbed {document.command(results)} {results.run}".strip()
     wall = f"{results.wall_seconds:.3f}"
-    totals = {"tests": str(len(rows)), "failures": str(failures), "errors": "0", "skipped": "0", "time": wall}
+    tests = 1 if results.explore is not None else len(rows)
+    totals = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": "0", "time": wall}
     top = ET.Element("testsuites", {"name": "testbed", **{k: totals[k] for k in ("tests", "failures", "errors")}})
     top.set("time", wall)
     suite = ET.SubElement(top, "testsuite", {"name": suite_name, **totals})
@@ -31,6 +35,8 @@ def junit(results: Results) -> ET.Element:
             ET.SubElement(properties, "property", {"name": f"option.{name}", "value": str(value)})
     for row in rows:
         _case(suite, row)
+    if results.explore is not None:
+        explore.junit_case(suite, results)
     return top
 
 
