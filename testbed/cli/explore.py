@@ -31,13 +31,13 @@ from testbed.errors import UsageError
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.lab import userjobs
+from testbed.lab.layout import COUNTEREXAMPLE
 from testbed.lab.store import RunStore
 from workers.strategies import parse_strategy
 
 if TYPE_CHECKING:
     from testbed.explore.trials import Judged
 
-COUNTEREXAMPLE = "counterexample.json"
 MAX_TRIAL_OPS = 10
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600}
@@ -179,6 +179,7 @@ def _explore(
     from testbed.lab import results, session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
+    from testbed.report import timeline
 
     done: list[Exploration] = []
 
@@ -209,6 +210,11 @@ def _explore(
     print(report.coverage_text(explored))
     print()
     print(report.summary_text(explored))
+    example = explored.counterexample
+    if example is not None:
+        row = next(r for r in ran.rows if r.extra.get("cell") == example.cell)
+        if shown := timeline.render(row.extra.get("history", {})):
+            print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)
     return 1 if explored.counterexample is not None else 0
 
