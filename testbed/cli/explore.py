@@ -179,7 +179,7 @@ def _explore(
     from testbed.lab import results, session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
-    from testbed.report import timeline
+    from testbed.report import tables, timeline
 
     done: list[Exploration] = []
 
@@ -213,6 +213,8 @@ def _explore(
     example = explored.counterexample
     if example is not None:
         row = next(r for r in ran.rows if r.extra.get("cell") == example.cell)
+        if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
+            print(tables.differences([row]))
         if shown := timeline.render(row.extra.get("history", {})):
             print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)

@@ -10,10 +10,11 @@ keeps the first that fails, shrinks it (dropping the trials it does not need,
 then simplifying the one left) and returns the smallest. A seed makes the
 search the same every time; without one, Hypothesis's example database, when
 given, replays the last counterexample of the same search first (a seeded
-search uses none: that is Hypothesis's `seed`). A
-search without a failure ends when its budget of trials or its time is spent
-(`_Spent` leaves Hypothesis's loop: it is no exception Hypothesis catches), or
-when Hypothesis has no new batch to try. The counterexample is then run again
+search uses none: that is Hypothesis's `seed`). A search without a failure
+ends when its budget of trials or its time is spent (`_Spent` leaves
+Hypothesis's loop: it is no exception Hypothesis catches), or when Hypothesis
+has no new batch to try; shrinking keeps Hypothesis's own bounds (500
+successful shrinks, 5 minutes). The counterexample is then run again
 `confirm` times, fresh, to say how often it reproduces.
 """
 
@@ -34,7 +35,7 @@ from testbed.explore.space import Target, Trial, batches, trials
 from testbed.explore.trials import Found, Judged, Trials, TrialSettings
 from testbed.explore.words import trial_lines
 
-# Hypothesis's own bounds on shrinking: 500 successful shrinks, 5 minutes.
+# Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
 
 
@@ -145,10 +146,11 @@ def explore(run: Trials, search: Search) -> Exploration:
     done = Exploration(run)
     started = time.monotonic()
     deadline = None if search.seconds is None else started + search.seconds
-    phase = ["search"]
+    phase = "search"
 
     def fails(batch: list[Trial]) -> bool:
-        if phase[0] == "search":
+        nonlocal phase
+        if phase == "search":
             left = NO_BUDGET if search.budget is None else search.budget - len(run.judged)
             if left <= 0:
                 done.stopped = f"its budget of {search.budget} trials was spent"
@@ -158,12 +160,12 @@ def explore(run: Trials, search: Search) -> Exploration:
                 raise _Spent
             batch = batch[:left]
         try:
-            outcome = run.outcome(batch, phase[0])
+            outcome = run.outcome(batch, phase)
         except Exception as exc:  # the lab's own failure: no counterexample to shrink
             raise _Aborted(exc) from exc
         failed = any(_fails(j, search.model_only) for j in outcome)
-        if failed and phase[0] == "search":
-            phase[0], done.searched = "shrink", len(run.judged)
+        if failed and phase == "search":
+            phase, done.searched = "shrink", len(run.judged)
         return failed
 
     # A seeded search is Hypothesis's reproduction of a run: it uses no database (hypothesis.seed).

@@ -1,4 +1,4 @@
-"""A trial in words, its coverage, and how the report and JUnit show an exploration (pure)."""
+"""A trial in words, what it found, its coverage, and how the report and JUnit show an exploration (pure)."""
 
 import xml.etree.ElementTree as ET
 
@@ -6,8 +6,12 @@ from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.plan import Armed
 from labcore.schedule import Schedule
+from testbed.experiment.matrix import Cell
 from testbed.explore.coverage import Coverage
+from testbed.explore.trials import Found, found_in
 from testbed.explore.words import schedule_lines, trial_lines
+from testbed.judge.checker import Counts
+from testbed.judge.scorecard import Expected, Row
 from testbed.lab.results import parse
 from testbed.report.explore import coverage_section, coverage_text, summary_text
 from testbed.report.junit import junit
@@ -142,3 +146,20 @@ def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case():
     passing = junit(parse(explored(counterexample=False)))
     assert [c.find("failure") for c in passing.iter("testcase")] == [None]
     assert ET.tostring(passing).count(b"<testcase") == 1
+
+
+def test_what_a_trial_found():
+    cell = Cell.trial("record-before", SCHEDULE, handler=False)
+
+    def row(expected: dict, **extra) -> Row:
+        made = Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected))
+        made.extra |= extra
+        return made
+
+    assert found_in(row({}, promise={"kept": True})) is Found.KEPT
+    assert found_in(row({}, promise={"kept": False})) is Found.BREACH
+    # The model expected 2 effects, the run saw 1: the lab's own bug, whatever the promise says.
+    assert found_in(row({"effects": 2}, promise={"kept": False})) is Found.LAB
+    anomalous = row({}, promise={"kept": True})
+    anomalous.anomalies.append("unplanned hit")
+    assert found_in(anomalous) is Found.LAB
