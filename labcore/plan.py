@@ -2,6 +2,7 @@
 
 Plans are functions of the op's sequence number, so a 100,000-op run never
 holds its plan in memory, and the controller can check any hit against it.
+(A schedule, `labcore.schedule`, is a plan written out op by op: a trial's.)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
@@ -67,4 +69,9 @@ class Random:
         return tuple(out)
 
 
-Plan = EveryNth | Random
+class Plan(Protocol):
+    """What the runner, the controller and the model ask of a plan: the faults armed
+    on op `seq`'s attempts. The matrix's `EveryNth`, load's `Random`, and explore's
+    schedules (`labcore.schedule`)."""
+
+    def armed(self, seq: int) -> tuple[Armed, ...]: ...

@@ -9,7 +9,9 @@ real RQ workers) and stops it, and everything it started, at the end:
         rows.assert_exactly_once()
 
 A failing assertion names every op that breaks the promise and what happened
-to it. RQ reads its key prefix once, when it is first imported: the plugin
+to it. `lab.explore("myapp.jobs:send", budget=100, seed=1)` searches random
+crash schedules instead (`testbed explore`), and fails with the smallest one
+that breaks the promise. RQ reads its key prefix once, when it is first imported: the plugin
 sets the lab's prefix (`RQ_KEY_PREFIX`) as pytest starts, before the tests
 import anything.
 """
@@ -26,6 +28,7 @@ import pytest
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 
 if TYPE_CHECKING:
+    from testbed.explore.search import Exploration
     from testbed.judge.promises import Promise
     from testbed.judge.scorecard import Row
 
@@ -173,6 +176,65 @@ class Lab:
         if ran.failure is not None:
             raise RunFailure(ran.failure)
         return Rows(ran.rows, run_caption(ops, every, retries))
+
+    def explore(
+        self,
+        handler: str | Sequence[str] = (),
+        *,
+        strategies: Iterable[str] = (),
+        budget: int | None = 50,
+        seconds: float | None = None,
+        seed: int | None = 0,
+        ops: int = 3,
+        retries: int = 3,
+        scenarios: Sequence[str] = ("none", "duplicate-enqueue"),
+        promise: str = "exactly-once",
+        paths: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        parallel: int = 4,
+        confirm: int = 3,
+        client_timeout: float = 0.5,
+        cell_timeout: float = 120.0,
+    ) -> Exploration:
+        """Random crash schedules for each handler (and strategy), as `testbed explore` runs them:
+        up to `budget` trials (or `seconds`) of up to `ops` ops, every attempt but the last
+        possibly struck. Fails with the smallest schedule found that breaks the promise, in
+        words and as the file `testbed chaos --schedule` replays; else returns what it tried."""
+        __tracebackhide__ = True
+        from testbed.errors import UsageError
+        from testbed.experiment.scenarios import parse_scenario
+        from testbed.explore.search import Search, explore, targets_of
+        from testbed.explore.trials import Trials, TrialSettings
+        from testbed.judge.promises import parse_promise
+        from testbed.lab import userjobs
+        from workers.strategies import parse_strategy
+
+        handlers = [handler] if isinstance(handler, str) else list(handler)
+        names = [parse_strategy(s).name for s in strategies]
+        if not names and not handlers:
+            raise UsageError("lab.explore needs a handler or a strategy")
+        parse_promise(promise)
+        for scenario in scenarios:
+            parse_scenario(scenario)
+        self._runs += 1
+        prepared = userjobs.prepare(handlers, paths, promise, env)
+        settings = TrialSettings(retries, seed or 0, promise, client_timeout, cell_timeout, prepared, dict(env or {}))
+        targets = targets_of(names, handlers)
+        search = Search(targets, tuple(scenarios), ops, budget, seconds, seed, parallel, confirm=confirm)
+        done = explore(Trials(self.stack, settings, prefix=f"x{self._runs}e"), search)
+        found = done.counterexample
+        if found is not None:
+            what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
+            summary = done.to_json()["counterexample"]
+            lines = [
+                f"{what} for {found.trial.target.name}: the smallest schedule found"
+                f" (reproduced {done.reproduced} of {len(done.confirmations)} fresh runs):",
+                *(f"    {line}" for line in summary["words"]),
+                "as a schedule file (testbed chaos --schedule FILE):",
+                found.trial.schedule.encode().rstrip(),
+            ]
+            raise AssertionError("\n".join(lines))
+        return done
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,7 @@ def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
     """What the stack cannot do for these cells is refused before anything starts:
     crashing a provider the run did not start, or cutting off a machine that no host daemon
     of the run is on. A run that cuts hosts off asks its host daemons whether they can."""
-    faults = {c.fault for c in cells if c.injected}
+    faults = frozenset().union(*(c.faults for c in cells))
     if stack.remote is None:
         cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
         if cutting:

@@ -50,7 +50,15 @@ from testbed.infra.supervisor import WorkerSettings
 from testbed.lab import userjobs
 from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
-from testbed.lab.options import RunOptions, every_nth, matrix_cells, refuse_untested
+from testbed.lab.options import (
+    RunOptions,
+    every_nth,
+    load_schedule,
+    matrix_cells,
+    refuse_untested,
+    schedule_cells,
+    scheduled,
+)
 from testbed.lab.store import RunStore
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import STRATEGIES, parse_strategy
@@ -59,7 +67,7 @@ MAX_OPS = 10_000_000
 MAX_WORKERS = 64
 
 
-def _stack(args: StackArgs) -> tuple[StackOptions, str]:
+def stack_options(args: StackArgs) -> tuple[StackOptions, str]:
     checks.finite("--workers", args.workers, 1, MAX_WORKERS)
     at_least("--worker-ttl", args.worker_ttl, 2)
     at_least("--maintenance-interval", args.maintenance_interval)
@@ -84,7 +92,7 @@ def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: st
         checks.finite("--cell-timeout", given, 1, 7 * 86_400)
         return given
     timeout = 120.0 + ops * 0.05
-    if recovery == "rq" and any(c.fault is Fault.KILL_WORKER and c.injected for c in cells):
+    if recovery == "rq" and any(Fault.KILL_WORKER in c.faults for c in cells):
         timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout
 
@@ -112,7 +120,7 @@ class Output:
     command: str
     json_path: Path
     meta: dict[str, Any]
-    seed: int
+    seed: int | None  # None: explore without --seed
     store: StoreArgs
 
     def check(self) -> None:
@@ -125,12 +133,59 @@ class Output:
         elif self.store.report:
             raise UsageError("--report writes into the stored run: it needs the store (drop --no-store)")
 
-    def document(self, ran: Any) -> dict[str, Any]:
+    def document(self, ran: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run's results; `extra`: what a command adds of its own (explore's summary)."""
         from testbed.lab import results
         from testbed.report import tables as report
 
         meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
-        return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows)
+        return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows) | (extra or {})
+
+    def deliver(self, ran: Any, extra: dict[str, Any] | None = None, judged: Any = None) -> None:
+        """What else the user asked for: JUnit XML, the report page; and where the run is kept.
+        `judged`: the run's results as parsed already, if they were."""
+        if self.store.junit is not None or self.store.report:
+            from testbed.lab import results
+            from testbed.report import junit
+
+            if self.store.junit is not None:
+                junit.write_junit(self.store.junit, judged or results.parse(self.document(ran, extra)))
+                print(f"JUnit XML in {self.store.junit}")
+            if self.store.report and ran.stored is not None:
+                print(f"report in {write_report(ran.stored.path)}")
+        if ran.stored is not None:
+            print(f"stored in {ran.stored.path}")
+
+    def keep(self, ran: Any, store: RunStore | None, extra: dict[str, Any] | None = None) -> Any:
+        """results.json where it can be written: the stored run's first (a store that fails then
+        leaves the run incomplete, and --json says so), then --json; if neither, stdout. If a part
+        of the stack failed, or a file could not be written, the failure ends the command (exit 3)
+        once the cells judged before are written. The run as kept."""
+        from testbed.lab import results  # at the end: its records are built as it is imported
+        from testbed.lab.files import Unwritable
+
+        stored, where = ran.stored, "stdout"
+        if stored is not None and stored.broken is None:
+            assert store is not None
+            try:
+                stored.keep_results(self.document(ran, extra))
+                store.mark_latest(ran.run_id)
+                where = str(stored.path / RESULTS)
+            except Unwritable as exc:
+                ran = replace(ran, failure=ran.failure or str(exc))
+        document = self.document(ran, extra)
+        failure = ran.failure
+        try:
+            results.write(self.json_path, document)
+            where = str(self.json_path)
+        except Unwritable as exc:
+            if where == "stdout":
+                print(results.text(document), end="")
+            failure = "; ".join(filter(None, [ran.failure, str(exc)]))
+        if failure:
+            done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {where}"
+            raise RunFailure(f"{failure} ({done})")
+        return ran
 
 
 def _run(
@@ -159,39 +214,8 @@ def _run(
     store = None if out.store.no_store else RunStore(out.store.store)
     with Live() as live:
         ran = session.execute(stack, options, live.judged, live.tick, store)
-    ran, failure, where = _keep_results(ran, out, store)
-    if failure:
-        done = f"{len(ran.rows)} cell(s) judged, {len(ran.not_run)} not run, written to {where}"
-        raise RunFailure(f"{failure} ({done})")
+    ran = out.keep(ran, store)
     return ran
-
-
-def _keep_results(ran: Any, out: Output, store: RunStore | None) -> tuple[Any, str | None, str]:
-    """results.json where it can be written: the stored run's first (a store that fails then
-    leaves the run incomplete, and --json says so), then --json; if neither, stdout. The run
-    as kept, the failure to end it with (the run's, or a file that could not be written), and
-    where its results are."""
-    from testbed.lab.files import Unwritable
-
-    stored, where = ran.stored, "stdout"
-    if stored is not None and stored.broken is None:
-        assert store is not None
-        try:
-            stored.keep_results(out.document(ran))
-            store.mark_latest(ran.run_id)
-            where = str(stored.path / RESULTS)
-        except Unwritable as exc:
-            ran = replace(ran, failure=ran.failure or str(exc))
-    from testbed.lab import results  # at the end: its records are built as it is imported
-
-    document = out.document(ran)
-    try:
-        results.write(out.json_path, document)
-    except Unwritable as exc:
-        if where == "stdout":
-            print(results.text(document), end="")
-        return ran, "; ".join(filter(None, [ran.failure, str(exc)])), where
-    return ran, ran.failure, str(out.json_path)
 
 
 def _finish(ran: Any, out: Output) -> int:
@@ -205,16 +229,7 @@ def _finish(ran: Any, out: Output) -> int:
     passed = sum(r.passed for r in ran.rows)
     total = len(ran.rows)
     print(f"{passed}/{total} cells as expected; wall {ran.wall:.1f} s; results in {out.json_path}")
-    if out.store.junit is not None or out.store.report:
-        from testbed.report import junit
-
-        if out.store.junit is not None:
-            junit.write_junit(out.store.junit, judged)
-            print(f"JUnit XML in {out.store.junit}")
-        if out.store.report and ran.stored is not None:
-            print(f"report in {write_report(ran.stored.path)}")
-    if ran.stored is not None:
-        print(f"stored in {ran.stored.path}")
+    out.deliver(ran, judged=judged)
     return 0 if passed == total else 1
 
 
@@ -242,7 +257,7 @@ def _expectations(overrides: dict[Cell, dict[str, int]]) -> dict[str, list[int]]
     return {cell.label: [v["effects"], v["missing_operations"]] for cell, v in overrides.items()}
 
 
-def _shared(stack_args: StackArgs) -> dict[str, Any]:
+def shared_meta(stack_args: StackArgs) -> dict[str, Any]:
     redis = "shared" if stack_args.redis_url else "private"
     return {"workers": stack_args.workers, "redis": redis}
 
@@ -255,6 +270,7 @@ def _shared(stack_args: StackArgs) -> dict[str, Any]:
         "testbed chaos -f provider-crash -b after-effect -s provider-key",
         "testbed chaos --scenario withdrawn -s reconcile -s naive-reconcile",
         "testbed chaos --expect retry-only@after-effect:kill=110/0 --junit junit.xml",
+        "testbed chaos --schedule runs/latest/counterexample.json -s record-before",
     ),
 )
 @run_options
@@ -286,11 +302,28 @@ def chaos(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    schedule: Annotated[
+        Path | None,
+        Option(
+            "--schedule",
+            metavar="FILE",
+            help="Run exactly this schedule (testbed explore's trials and counterexamples) for each -s and"
+            " --handler: its ops, retries and scenario (not -b, -f, --scenario, --matrix, --every, --ops, --retries).",
+        ),
+    ] = None,
 ) -> int:
     """Run the crash matrix on real Redis, RQ workers and a provider process, and check every cell
     (a strategy's against the model; your own job's, with --handler, against its promise)."""
     handlers = handler or []
-    cells = matrix_cells(matrix, strategy, boundary, fault, scenario, handlers)
+    plan = every_nth(every)
+    if schedule is not None:
+        if boundary or fault or scenario:
+            raise UsageError("--schedule says where faults strike and the scenario: not with -b, -f or --scenario")
+        trial = load_schedule(schedule)
+        cells = schedule_cells(trial, strategy, handlers)
+        ops, retries, plan = len(trial.ops), trial.retries, scheduled
+    else:
+        cells = matrix_cells(matrix, strategy, boundary, fault, scenario, handlers)
     checks.finite("--ops", ops, 1, MAX_OPS)
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--parallel", parallel, 1, 16)
@@ -298,7 +331,7 @@ def chaos(
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     refuse_untested(cells, every_nth(every), ops)
     overrides = parse_expect(expect, cells)
-    stack, mode = _stack(stack_args)
+    stack, mode = stack_options(stack_args)
     paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import tables as report
 
@@ -306,10 +339,11 @@ def chaos(
     # The selection as given: a narrowed matrix is not the matrix.
     given = {"strategies": strategy, "boundaries": boundary, "faults": fault, "scenarios": scenario}
     meta |= {name: values for name, values in given.items() if values}
-    meta |= {"ops": ops, "every": every, "parallel": parallel, **_shared(stack_args)}
+    meta |= {"ops": ops, "every": every, "parallel": parallel, **shared_meta(stack_args)}
     meta |= {"handlers": handlers, "promise": promise} if handlers else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(stack.settings), "expect": _expectations(overrides)}
+    meta |= {"schedule": str(schedule)} if schedule is not None else {}
     out = Output("chaos", json_path, meta, seed, store_args)
     estimate = checks.Estimate.of(len(cells), ops, 1 / every, retries, stack_args.workers, parallel * ops)
     ran = _run(
@@ -321,7 +355,7 @@ def chaos(
         out,
         estimate,
         yes,
-        plan=every_nth(every),
+        plan=plan,
         retries=retries,
         seed=seed,
         client_timeout=client_timeout,
@@ -330,7 +364,12 @@ def chaos(
         promise=promise,
         paths=paths,
     )
-    print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
+    if schedule is not None:
+        from testbed.explore.words import row_lines
+
+        print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
+    else:
+        print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
     return _finish(ran, out)
 
 
@@ -382,11 +421,11 @@ def replay(
     checks.finite("--every", every, 1, MAX_OPS)
     checks.finite("--retries", retries, 1, 10)
     refuse_untested(cells, every_nth(every), ops)
-    stack, mode = _stack(stack_args)
+    stack, mode = stack_options(stack_args)
     paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     from testbed.report import timeline
 
-    meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **_shared(stack_args)}
+    meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args)}
     out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
     if mode == "rq" and chosen[0] is Fault.KILL_WORKER:
         print(f"testbed: note: {rq_recovery_note(stack.settings)}", file=sys.stderr)
@@ -460,14 +499,14 @@ def load(
     checks.finite("--retries", retries, 1 if kill_rate else 0, 10)
     checks.finite("--window", window, 100, 1_000_000)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
-    stack, mode = _stack(stack_args)
+    stack, mode = stack_options(stack_args)
     paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
     cells += [Cell(h, None, chosen[0], spread=kill_rate > 0, handler=h) for h in handlers]
     from testbed.report import tables as report
 
-    meta = {"ops": ops, "killRate": kill_rate, **_shared(stack_args)}
+    meta = {"ops": ops, "killRate": kill_rate, **shared_meta(stack_args)}
     meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
     meta |= {"recovery": mode}
     out = Output("load", json_path, meta, seed, store_args)

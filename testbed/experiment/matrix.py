@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from labcore.boundaries import Boundary, boundary_label
 from labcore.faults import RULES, Fault
+from labcore.schedule import Schedule
 from testbed.experiment.scenarios import SCENARIOS
 from workers.strategies import ARTICLE_STRATEGIES
 
@@ -20,20 +21,45 @@ class Cell:
     spread: bool = False  # load: faults strike at boundaries drawn by the plan, not at `boundary`
     # A user's job (`module:function`) instead of a built-in strategy; `strategy` is then its row label.
     handler: str | None = None
+    # A trial of explore: its faults are the schedule's strikes (boundary and fault are not used).
+    schedule: Schedule | None = None
+
+    @classmethod
+    def trial(cls, target: str, schedule: Schedule, handler: bool) -> Cell:
+        """A schedule run as a cell, by a built-in strategy or (`handler`) a user's job."""
+        fault = min(schedule.faults, default=Fault.KILL)
+        return cls(target, None, fault, schedule.scenario, handler=target if handler else None, schedule=schedule)
 
     @property
     def where(self) -> str:
-        return "random" if self.spread else boundary_label(self.boundary)
+        return SCHEDULE if self.schedule is not None else "random" if self.spread else boundary_label(self.boundary)
 
     @property
     def injected(self) -> bool:
+        if self.schedule is not None:
+            return bool(self.schedule.strikes)
         return self.spread or self.boundary is not None
+
+    @property
+    def faults(self) -> frozenset[Fault]:
+        """Every fault armed in the cell: what the run's per-cell settings follow."""
+        if self.schedule is not None:
+            return self.schedule.faults
+        return frozenset({self.fault}) if self.injected else frozenset()
 
     @property
     def label(self) -> str:
         extra = "" if self.scenario == "none" else f", {self.scenario}"
+        if self.schedule is not None:
+            ops, strikes = len(self.schedule.ops), len(self.schedule.strikes)
+            shape = f"{ops} op{'s' * (ops != 1)}, {strikes} fault{'s' * (strikes != 1)}"
+            return f"{self.strategy} @ {SCHEDULE} ({shape}{extra})"
         fault = f" ({self.fault}{extra})" if self.injected else ""
         return f"{self.strategy} @ {self.where}{fault}"
+
+
+# Where a trial's faults strike: where its schedule says.
+SCHEDULE = "schedule"
 
 
 def grid(

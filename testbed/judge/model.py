@@ -11,7 +11,7 @@ never in bookkeeping.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,12 +46,21 @@ class Prediction:
     inexact: frozenset[str] = frozenset()
 
 
-def inexact_fields(fault: Fault) -> frozenset[str]:
-    """Counts that depend on timing, reported but not compared: a request held in
-    flight is polled for by the other attempt."""
-    if fault in (Fault.LATE, Fault.HOLD):
-        return frozenset({"requests", "lookups"})
-    return frozenset()
+# An op's facts that are counts of a row, by the count's name.
+COUNTED = {"sends": "requests", "lookups": "lookups"}
+
+
+def inexact_facts(faults: Iterable[Fault]) -> frozenset[str]:
+    """An op's facts that depend on timing, reported but not compared: a request held
+    in flight is polled for by the other attempt; and where a held job and its duplicate
+    end at once, the op's outcome is whichever of their conclusions lands last."""
+    held = set(faults) & {Fault.LATE, Fault.HOLD}
+    return frozenset({"sends", "lookups"} if held else ()) | frozenset({"outcome"} if Fault.HOLD in held else ())
+
+
+def inexact_fields(faults: Iterable[Fault]) -> frozenset[str]:
+    """The row's counts made of inexact facts."""
+    return frozenset(COUNTED[f] for f in inexact_facts(faults) if f in COUNTED)
 
 
 def predict_ops(cell: Cell, plan: Plan, ops: int, retries: int) -> Iterator[tuple[int, list[OpFacts], int, int]]:
@@ -69,7 +78,7 @@ def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
         tally.add(facts)
         kills += op_kills
         faults += op_faults
-    return Prediction(tally, kills, faults, inexact_fields(cell.fault))
+    return Prediction(tally, kills, faults, inexact_fields(cell.faults))
 
 
 class _Hit(Exception):
@@ -161,6 +170,7 @@ class _Held:
 
     ticket: SendTicket
     body: dict[str, Any]
+    attempt: int  # the attempt that sent it
     reply: Reply | None = None
 
 
@@ -216,7 +226,7 @@ class _Op:
                     if release in (Release.DROP, Release.LOST):
                         (ledger.drop if release is Release.DROP else ledger.forget)(provider, ticket)
                         raise _Hit(fault)
-                    self.held = _Held(ticket, body)
+                    self.held = _Held(ticket, body, number)
                     if rule.client_gives_up:
                         raise _Hit(fault)
                     # The client keeps waiting while the duplicate runs; its first answer releases this request.
@@ -236,8 +246,11 @@ class _Op:
 
         return drive(attempt(self.strategy, _WAITS), do)
 
-    def release(self) -> None:
-        if self.held is not None:
+    def release(self, ended: int | None = None) -> None:
+        """Apply the held request. With `ended`: that attempt has ended, which releases
+        a request an earlier attempt left held (the controller lets a late request land
+        once a later attempt got an answer or ended), not its own."""
+        if self.held is not None and (ended is None or self.held.attempt < ended):
             held, self.held = self.held, None
             held.reply = _reply(ledger.apply(self.provider, held.ticket, held.body))
 
@@ -290,7 +303,11 @@ def simulate_op(
             result = op.attempt(by_attempt.get(number), duplicate if scenario.nemesis is Nemesis.DUPLICATE else None)
         except _Hit as hit:
             faults += 1
-            kills += RULES[hit.armed.fault].kills
+            rule = RULES[hit.armed.fault]
+            kills += rule.kills
+            if not rule.kills_horse:
+                # The work-horse lives on: its call failed, and its attempt's end is reported.
+                op.release(ended=number)
             if scenario.nemesis is Nemesis.REMINT and reminted is None:
                 # A new identity: its own marker, its own record (and key) at the provider.
                 reminted = _Op(reminted_id(made.id), strategy, scenario, _Provider(scenario.contract), op.payload)

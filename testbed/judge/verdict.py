@@ -9,7 +9,7 @@ ops that differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from labcore.plan import Plan
 from testbed.experiment.matrix import Cell
 from testbed.judge import invariants, promises
 from testbed.judge.checker import OpFacts, Tally
-from testbed.judge.model import inexact_fields, predict_ops
+from testbed.judge.model import inexact_facts, inexact_fields, predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.promises import Promise
 from testbed.judge.scorecard import Expected, Row, latency_stats
@@ -25,9 +25,8 @@ from testbed.judge.scorecard import Expected, Row, latency_stats
 # Enough to see a pattern; the counts say how many there are in all.
 MAX_NAMED_OPS = 10
 
-# What an op's facts are compared on; sends and lookups only where the model is exact.
-_FACTS = ("attempts", "effects", "withdrawn", "declined", "outcome", "job_failed")
-_TIMED = {"sends": "requests", "lookups": "lookups"}
+# What an op's facts are compared on, where the model is exact (`inexact_facts`).
+_FACTS = ("attempts", "effects", "withdrawn", "declined", "outcome", "job_failed", "sends", "lookups")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +58,35 @@ class Judgement:
 def judge(
     j: Judgement, observed: Iterable[Sequence[OpFacts]], seen: CellObservations, workers: int, wall: float
 ) -> Row:
+    if j.cell.schedule is not None:
+        # A trial has a few ops: what happened to each is kept, for its account in words.
+        kept: list[Sequence[OpFacts]] = []
+        row = _judge(j, _keeping(observed, kept), seen, workers, wall)
+        row.extra["opFacts"] = [{"op": facts[0].op, **_summary(facts)} for facts in kept]
+        return row
+    return _judge(j, observed, seen, workers, wall)
+
+
+def _keeping(observed: Iterable[Sequence[OpFacts]], kept: list[Sequence[OpFacts]]) -> Iterator[Sequence[OpFacts]]:
+    for facts in observed:
+        kept.append(facts)
+        yield facts
+
+
+def _judge(
+    j: Judgement, observed: Iterable[Sequence[OpFacts]], seen: CellObservations, workers: int, wall: float
+) -> Row:
     if j.cell.handler is not None:
         return _judge_by_promise(j, observed, seen, workers, wall)
-    fields = [*_FACTS, *(f for f, total in _TIMED.items() if total not in inexact_fields(j.cell.fault))]
+    fields = [f for f in _FACTS if f not in inexact_facts(j.cell.faults)]
     real, model = Tally(), Tally()
     kills = faults = 0
     differing: list[tuple[int, Sequence[OpFacts], list[OpFacts]]] = []
+    ops_differing = 0
+    # A trial of explore is held to the promise too: a loss the model predicts is still a loss.
+    by_promise = promises.judge_for(j.promise, j.ledger, j.plan, None) if j.cell.schedule is not None else None
+    if by_promise is not None:
+        observed = by_promise.watch(observed)
     for (seq, predicted, op_kills, op_faults), facts in zip(
         predict_ops(j.cell, j.plan, j.ops, j.retries), observed, strict=True
     ):
@@ -72,9 +94,11 @@ def judge(
         model.add(predicted)
         kills += op_kills
         faults += op_faults
-        if len(differing) < MAX_NAMED_OPS and _view(facts, fields) != _view(predicted, fields):
-            differing.append((seq, facts, predicted))
-    expected = Expected.from_tally(model, kills, faults, inexact_fields(j.cell.fault))
+        if _view(facts, fields) != _view(predicted, fields):
+            ops_differing += 1
+            if len(differing) < MAX_NAMED_OPS:
+                differing.append((seq, facts, predicted))
+    expected = Expected.from_tally(model, kills, faults, inexact_fields(j.cell.faults))
     if j.overrides:
         expected = expected.override(j.overrides)
     row = _row(j, real, expected, seen, workers, wall)
@@ -84,6 +108,12 @@ def judge(
     if j.promises:
         row.broken += invariants.broken(j.cell.strategy, real.counts)
         row.extra["invariants"] = invariants.promises(j.cell.strategy)
+    if ops_differing and not row.differences and not j.overrides:
+        # Totals can agree while ops differ (one op's effect where another's was due).
+        row.broken.append(f"{ops_differing} op{'s' * (ops_differing != 1)} differ from the model")
+    if by_promise is not None:
+        broken, row.extra["promise"] = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
+        row.broken += broken
     if not row.passed:
         row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]
     return row

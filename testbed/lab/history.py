@@ -133,12 +133,11 @@ def cell_line(cell_id: str, ledger: str, cell: Cell) -> str:
 
 def cell_fields(cell: Cell) -> dict[str, str]:
     """A cell as results.json names it."""
-    return {
-        "strategy": cell.strategy,
-        "boundary": cell.where,
-        "fault": cell.fault.value if cell.injected else "none",
-        "scenario": cell.scenario,
-    }
+    if cell.schedule is not None:  # a trial: every fault its schedule arms
+        fault = "+".join(sorted(cell.faults)) or "none"
+    else:
+        fault = cell.fault.value if cell.injected else "none"
+    return {"strategy": cell.strategy, "boundary": cell.where, "fault": fault, "scenario": cell.scenario}
 
 
 def noted_line(cell_id: str, op: str, entry: Noted) -> str:

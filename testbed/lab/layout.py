@@ -16,6 +16,7 @@ PROVIDER_LOG = "provider.sqlite3"
 PROVIDER_RECORDS = "provider-records.jsonl"
 LOGS = "logs"
 REPORT = "report.html"
+COUNTEREXAMPLE = "counterexample.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,4 +43,9 @@ FILES = (
     ),
     StoredFile(LOGS, "the logs of the run's processes (provider, workers, Redis), kept as the run ends", True),
     StoredFile(REPORT, "the run's report page, once --report or `testbed report` has written it", False),
+    StoredFile(
+        COUNTEREXAMPLE,
+        "explore: the smallest schedule it found that fails, as `testbed chaos --schedule` replays it",
+        False,
+    ),
 )

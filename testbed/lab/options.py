@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from labcore import plan as plans
 from labcore.boundaries import parse_boundary
 from labcore.faults import parse_fault
+from labcore.schedule import Schedule
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.schedules import legal
 from testbed.experiment.selection import parse_all, select_cells, with_handlers
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import parse_strategy
@@ -85,3 +88,32 @@ def refuse_untested(cells: Sequence[Cell], plan: Callable[[Cell], plans.Plan], o
             f"{ops} op{'s' * (ops != 1)} with one op in {chosen.every} faulted arms no fault: {cell.label} would"
             f" pass without testing its boundary (use --ops {chosen.every} or more, or a smaller --every)"
         )
+
+
+def scheduled(cell: Cell) -> plans.Plan:
+    """A trial's plan: its schedule, op by op."""
+    if cell.schedule is None:
+        raise ValueError(f"{cell.label} has no schedule")
+    return cell.schedule
+
+
+def load_schedule(path: Path) -> Schedule:
+    """A schedule file, as the lab can run it: a UsageError (one line) says why not."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--schedule {path}: {exc.strerror}") from None
+    try:
+        return legal(Schedule.decode(text))
+    except ValueError as exc:
+        raise UsageError(f"--schedule {path}: {exc}") from None
+
+
+def schedule_cells(schedule: Schedule, strategies: Sequence[str] | None, handlers: Sequence[str]) -> list[Cell]:
+    """The schedule run by each strategy and handler named (at least one)."""
+    names = parse_all(list(strategies or ()), lambda s: parse_strategy(s).name) or []
+    if not names and not handlers:
+        raise UsageError("--schedule runs for each -s STRATEGY and --handler given: name at least one")
+    return [Cell.trial(name, schedule, handler=False) for name in names] + [
+        Cell.trial(h, schedule, handler=True) for h in handlers
+    ]

@@ -61,8 +61,8 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
             cell = stored.as_cell()
             judgement = Judgement(
                 cell,
-                _plan(cell, options, results.seed),
-                options.ops,
+                _plan(cell, options, results.seed or 0),
+                options.ops if cell.schedule is None else len(cell.schedule.ops),
                 options.retries,
                 _expected(cell, overrides, options),
                 promises=command == "load",
@@ -84,6 +84,8 @@ def _with_provider(log: ProviderRecords, ledger: str, intents: list[list[OpFacts
 
 
 def _plan(cell: Cell, options: GivenOptions, seed: int) -> Plan:
+    if cell.schedule is not None:
+        return cell.schedule
     if cell.spread:
         boundaries = tuple(Boundary(b) for b in options.boundaries or ())
         return Random(options.kill_rate or 0.0, boundaries, cell.fault, options.retries, seed)

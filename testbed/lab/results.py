@@ -22,6 +22,7 @@ from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from labcore.boundaries import parse_boundary
 from labcore.faults import Fault
+from labcore.schedule import Schedule, ScheduleError
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
@@ -161,6 +162,16 @@ class ResultRow(Record):
     op_differences: list[OpDifference] | None = Field(
         None, description="The first ops whose facts differ from the model's, when the cell differs."
     )
+    op_facts: list[dict[str, Any]] | None = Field(
+        None,
+        description="A trial's ops, in order: what happened to each (attempts, effects, sends, lookups, outcome,"
+        " jobFailed, ...), as the run saw it.",
+    )
+    schedule: dict[str, Any] | None = Field(
+        None,
+        description="A trial's schedule (boundary `schedule`), as a schedule file holds it:"
+        " what happened to each attempt of each op (`testbed chaos --schedule`).",
+    )
 
     @model_validator(mode="after")
     def _a_cell_of_the_lab(self) -> ResultRow:
@@ -175,11 +186,18 @@ class ResultRow(Record):
 
     def as_cell(self) -> Cell:
         """The cell the row was run for (its label is the one the run printed)."""
+        handler = self.strategy not in STRATEGIES  # a user's job, named as given
+        if self.schedule is not None:
+            try:
+                return Cell.trial(self.strategy, Schedule.from_json(self.schedule), handler)
+            except ScheduleError as exc:
+                raise UsageError(f"row {self.strategy} @ schedule: {exc}") from None
         spread = self.boundary == "random"
         boundary = None if spread else parse_boundary(self.boundary)
         fault = Fault.KILL if self.fault == "none" else Fault(self.fault)
-        handler = None if self.strategy in STRATEGIES else self.strategy  # a user's job, named as given
-        return Cell(self.strategy, boundary, fault, self.scenario, spread=spread, handler=handler)
+        return Cell(
+            self.strategy, boundary, fault, self.scenario, spread=spread, handler=self.strategy if handler else None
+        )
 
     def counts(self) -> dict[str, int]:
         """Every count the row carries, by its name in the file, in the file's order."""
@@ -203,10 +221,14 @@ class GivenOptions(Record):
     model_config = ConfigDict(extra="allow")
 
     matrix: str | None = Field(None, description="chaos: article or full.")
-    strategies: list[str] | None = Field(None, description="chaos: the strategies the matrix was narrowed to (-s).")
+    strategies: list[str] | None = Field(
+        None, description="chaos: the strategies the matrix was narrowed to (-s); explore: those explored."
+    )
     faults: list[str] | None = Field(None, description="chaos: the faults the matrix was narrowed to (-f).")
-    scenarios: list[str] | None = Field(None, description="chaos: the scenarios the matrix was narrowed to.")
-    ops: int = Field(description="Operations per cell.")
+    scenarios: list[str] | None = Field(
+        None, description="chaos: the scenarios the matrix was narrowed to; explore: those trials are drawn under."
+    )
+    ops: int = Field(description="Operations per cell (explore: at most, per trial).")
     every: int | None = Field(None, description="chaos, replay: the first attempt of every n-th op is faulted.")
     parallel: int | None = Field(None, description="Cells in flight at once.")
     workers: int | None = None
@@ -234,6 +256,10 @@ class GivenOptions(Record):
         None, description="chaos: cell label -> [effects, missing] the user expects instead of the model's."
     )
     peak_rss_mb: float | None = Field(None, description="load: the testbed process's peak resident memory.")
+    schedule: str | None = Field(None, description="chaos --schedule: the schedule file run.")
+    budget: int | None = Field(None, description="explore: trials the search may run before a failure is found.")
+    seconds: float | None = Field(None, description="explore: how long the search may run (--time).")
+    model_only: bool | None = Field(None, description="explore: only disagreements with the model were sought.")
 
     _order: tuple[str, ...] = PrivateAttr(default=())
 
@@ -251,17 +277,62 @@ class GivenOptions(Record):
         return {name: dumped[name] for name in self._order if name in dumped} | dumped
 
 
+class Struck(Record):
+    """One (attempt, boundary, fault) an exploration armed: in how many trials, and how often it struck."""
+
+    attempt: int
+    boundary: str
+    fault: str
+    armed: int = Field(description="Trials whose schedule armed it.")
+    struck: int = Field(description="Times it struck: its attempt ran and reached its boundary.")
+
+
+class Counterexample(Record):
+    """The smallest trial an exploration found that fails, shrunk on the real stack."""
+
+    found: Literal["breach", "lab"] = Field(
+        description="breach: it breaks the promise; lab: the model and the run disagree, or the controller saw"
+        " what it did not plan (a bug of the lab)."
+    )
+    target: str = Field(description="The strategy, or the user's job (module:function), that ran it.")
+    handler: bool = Field(description="The target is a user's job.")
+    cell: str | None = Field(None, description="Its row's cell id.")
+    schedule: dict[str, Any] = Field(description="As counterexample.json holds it (`testbed chaos --schedule`).")
+    words: list[str] = Field(description="What happened to each op, one line each.")
+    reproduced: int = Field(description="Fresh runs of it that failed the same way.")
+    runs: int = Field(description="Fresh runs of it made to confirm it.")
+    replay: str = Field("", description="The command that replays it.")
+
+
+class ExploreSummary(Record):
+    """What `testbed explore` tried and found; its trials are the rows."""
+
+    trials: int = Field(description="Trials run: searching, shrinking and confirming.")
+    searched: int = Field(description="Trials run until a failure was found (or the search ended).")
+    shrinking: int
+    confirming: int
+    seconds: float
+    trials_per_minute: float
+    stopped: str = Field(description="Why the search ended.")
+    breaches: int = Field(description="Trials that broke the promise.")
+    lab_failures: int = Field(description="Trials where the model and the run disagreed, or anomalies.")
+    coverage: list[Struck]
+    counterexample: Counterexample | None = None
+
+
 class Machine(Record):
     platform: str
     cpus: int | None
 
 
 class Results(Record):
-    """A run of `testbed chaos`, `replay` or `load`: what it was given, what it ran on,
+    """A run of `testbed chaos`, `replay`, `load` or `explore`: what it was given, what it ran on,
     and a row per cell judged. The JSON written by `--json` and kept as a stored run's
     results.json."""
 
-    command: Literal["chaos", "replay", "load"] | None = Field(None, description="Absent from the oldest runs.")
+    command: Literal["chaos", "replay", "load", "explore"] | None = Field(
+        None, description="Absent from the oldest runs."
+    )
     incomplete: bool = Field(
         False, description="A part of the stack failed during the run: the rows are the cells judged before."
     )
@@ -271,7 +342,7 @@ class Results(Record):
     run: str = Field(description="The run's id (its directory in the run store).")
     started_at: str = Field(description="UTC, ISO 8601.")
     wall_seconds: float
-    seed: int
+    seed: int | None = Field(description="null: explore without --seed (Hypothesis chose).")
     options: GivenOptions
     versions: dict[str, str] = Field(description="Of the lab, its libraries, Python and the Redis server.")
     machine: Machine
@@ -281,6 +352,9 @@ class Results(Record):
         " fail, with incomplete true)."
     )
     rows: list[ResultRow]
+    explore: ExploreSummary | None = Field(
+        None, description="explore: what it tried and found (its trials are the rows)."
+    )
 
     def judged_again(self, rows: Sequence[Row]) -> Results:
         """The same run with these rows in place of its own (`testbed check`)."""
@@ -323,6 +397,8 @@ def row_json(row: Row) -> dict[str, Any]:
     out.update(row.extra)
     if row.op_differences:
         out["opDifferences"] = [d.to_json() for d in row.op_differences]
+    if row.cell.schedule is not None:
+        out["schedule"] = row.cell.schedule.to_json()
     return out
 
 

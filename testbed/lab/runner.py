@@ -112,6 +112,7 @@ class _Running:
     function: str  # the RQ job function
     spec: dict[str, object]
     started: float
+    ops: int  # the cell's: the run's --ops, or its schedule's
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
     extra: int = 0  # jobs the planner added (duplicates, re-minted ops)
     over: int = 0
@@ -232,8 +233,9 @@ class CellRunner:
             spec = userjobs.job_spec(
                 s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
             )
+        ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(
-            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic()
+            index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops
         )
         if cell.spread:
             running.series = Series()
@@ -281,21 +283,21 @@ class CellRunner:
         backlog = self.queue.count
         for r in self._running.values():
             room = window - backlog
-            if room >= CHUNK // 2 and r.enqueued < self.options.ops:
-                backlog += self._enqueue(r, min(room, self.options.ops - r.enqueued))
+            if room >= CHUNK // 2 and r.enqueued < r.ops:
+                backlog += self._enqueue(r, min(room, r.ops - r.enqueued))
 
     def _judge(self, r: _Running) -> Row:
         s, o = self.stack, self.options
         seen = self.controller.finish(r.id)
         wall = time.monotonic() - r.started
         failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
-        observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, o.ops, failed)
+        observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, r.ops, failed)
         if self.run_dir is not None:
             # A provider this run did not start keeps its log on its host: keep what it said, as judged.
             observed = _recorded(self.run_dir, r.id, observed, r.ledger if s.provider.db is None else None)
         overrides = o.overrides.get(r.cell)
         judgement = Judgement(
-            r.cell, r.plan, o.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
+            r.cell, r.plan, r.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
         )
         row = judge(judgement, observed, seen, s.options.workers, wall)
         row.extra["cell"] = r.id
@@ -312,7 +314,7 @@ class CellRunner:
         (up to the window). The first ops go out on their own, ahead of the rest: the
         workers start on them while the rest are stored and enqueued, instead of
         waiting, both cores idle, for the first thousand of each."""
-        for stored, enqueued in filling(self.options.ops, self.options.window):
+        for stored, enqueued in filling(r.ops, self.options.window):
             self._store_intents(r, stored, declines)
             if enqueued:
                 self._enqueue(r, enqueued)
@@ -360,7 +362,7 @@ class CellRunner:
 
     def _total(self, r: _Running) -> int:
         """The jobs a cell runs in all: it is over when this many have returned or failed."""
-        return self.options.ops + r.extra
+        return r.ops + r.extra
 
 
 def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range, int]]:
@@ -377,7 +379,7 @@ def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
 
 
 def _crashes_provider(cell: Cell) -> bool:
-    return cell.injected and RULES[cell.fault].kills_provider
+    return any(RULES[f].kills_provider for f in cell.faults)
 
 
 def _record_event(run_dir: RunDir, cell_id: str, op: str, entry: Noted) -> None:

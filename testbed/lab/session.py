@@ -41,7 +41,7 @@ class Session:
     not_run: list[str] = field(default_factory=list)
     stored: RunDir | None = None
 
-    def meta(self, options: dict[str, Any], seed: int) -> dict[str, Any]:
+    def meta(self, options: dict[str, Any], seed: int | None) -> dict[str, Any]:
         incomplete = {"incomplete": True, "failure": self.failure, "notRun": self.not_run} if self.failure else {}
         return incomplete | {
             "testbed": self.versions["testbed"],
@@ -64,18 +64,30 @@ def execute(
 ) -> Session:
     """One run on a stack of its own: started, the cells run, everything stopped.
     With a store, the run's history, provider log and process logs are kept there."""
+
+    def work(stack: RunStack, run_dir: RunDir | None) -> Ran:
+        print(
+            f"testbed run {stack.run_id}: {len(options.cells)} cell(s), {options.ops} ops each,"
+            f" {stack.options.workers} workers",
+            file=sys.stderr,
+        )
+        return run_cells(stack, options, judged, tick, run_dir)
+
+    return execute_on_stack(stack_options, work, store)
+
+
+def execute_on_stack(
+    stack_options: StackOptions, work: Callable[[RunStack, RunDir | None], Ran], store: RunStore | None = None
+) -> Session:
+    """A run whose cells `work` chooses as it goes (explore), on a stack of its own:
+    started, `work` done, everything stopped; kept in the store as `execute` keeps a run."""
     run_id = new_run_id()
     os.environ["RQ_KEY_PREFIX"] = rq_prefix(run_prefix(run_id))
     started = time.time()
     run_dir = store.create(run_id) if store is not None else None
     try:
         with started_stack(run_id, stack_options) as stack:
-            print(
-                f"testbed run {run_id}: {len(options.cells)} cell(s), {options.ops} ops each,"
-                f" {stack.options.workers} workers",
-                file=sys.stderr,
-            )
-            ran = run_cells(stack, options, judged, tick, run_dir)
+            ran = work(stack, run_dir)
             versions = _versions(stack.redis)
             if run_dir is not None:
                 ran = _kept(ran, stack, run_dir)

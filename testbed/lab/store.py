@@ -410,13 +410,14 @@ def check_stored(run: Path) -> Results:
         )
     found = results.read(run / RESULTS)
     tally = _Tally.of(run)
-    judged = [row.cell for row in found.rows if row.cell is not None]  # the oldest runs name no cells
-    for cell in judged:
-        if missing := tally.cut_short(cell, found.options.ops):
+    # A row's intended ops: the run's --ops, or a trial's own count (explore, --schedule).
+    judged = [(row.cell, row.intended) for row in found.rows if row.cell is not None]  # the oldest runs name none
+    for cell, ops in judged:
+        if missing := tally.cut_short(cell, ops):
             raise UsageError(f"{_shown(run / HISTORY)} {missing}: it is cut short")
     with stored_provider(run) as provider:
         if isinstance(provider, StoredRecords):  # every op judged has its record: fewer, a file cut short
-            for cell in judged:
+            for cell, _ in judged:
                 if (held := provider.held(tally.ledgers[cell])) < tally.ops[cell]:
                     said = f"has the records of {held} of the {tally.ops[cell]} ops cell {cell} judged"
                     raise UsageError(f"{_shown(run / PROVIDER_RECORDS)} {said}: it is cut short")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit, Side
 from labcore.faults import RULES, Release, Settle, Trigger
@@ -31,6 +32,8 @@ from testbed.nemesis.world import World
 
 # How often a wait on the provider checks that the stack's parts are alive.
 _WATCH_EVERY = 0.5
+# A held request let go as if nothing were armed.
+_THROUGH = {Boundary.BEFORE_EFFECT: Release.APPLY, Boundary.AFTER_EFFECT: Release.RESPOND}
 
 
 @dataclass(slots=True)
@@ -42,6 +45,10 @@ class _Cell:
     keys: CellKeys
     seen: CellObservations
     timeouts: dict[tuple[str, int], Hit] = field(default_factory=dict)  # waiting for the client to give up
+    # Calls whose client gave up before the provider reached (and reported) their boundary:
+    # on a busy machine the armed request can arrive there after the client timeout.
+    gave_up: set[tuple[str, int]] = field(default_factory=set)
+    struck: set[str] = field(default_factory=set)  # hit ids: an armed hit fires once
     late: dict[str, Hit] = field(default_factory=dict)  # waiting for the next attempt's first answer
 
 
@@ -96,6 +103,13 @@ class Controller:
             if hit.side is Side.PROVIDER:
                 self._release(hit)
             return
+        if hit.hit in cell.struck:
+            # An armed hit fires once (provider.scopes): a provider restarted after it crashed
+            # there has forgotten it fired, and a job that sends again within the attempt
+            # (a user's job, after the connection dropped) goes through.
+            self._release(hit, _THROUGH[hit.boundary])
+            return
+        cell.struck.add(hit.hit)
         rule = RULES[hit.fault]
         cell.seen.note(
             hit.op, EventKind.HIT, hit.ts, attempt=hit.attempt, boundary=hit.boundary, fault=hit.fault, pid=hit.pid
@@ -111,7 +125,11 @@ class Controller:
         if rule.trigger is Trigger.KILLED:
             self._let_go(cell, hit)
         elif rule.trigger is Trigger.CLIENT_TIMED_OUT:
-            cell.timeouts[(hit.op, hit.attempt)] = hit
+            if (hit.op, hit.attempt) in cell.gave_up:
+                cell.gave_up.discard((hit.op, hit.attempt))
+                self._let_go(cell, hit)
+            else:
+                cell.timeouts[(hit.op, hit.attempt)] = hit
         else:
             cell.late[hit.op] = hit
 
@@ -204,9 +222,10 @@ class Controller:
         elif hit.side is Side.PROVIDER and not rule.kills_provider:
             self._release(hit)
 
-    def _release(self, hit: Hit) -> None:
-        """Tell the holding provider what to do, and wait until it has done it."""
-        action = RULES[hit.fault].release.get(hit.boundary, Release.DROP)
+    def _release(self, hit: Hit, action: Release | None = None) -> None:
+        """Tell the holding provider what to do (by default, what the fault's rule says),
+        and wait until it has done it."""
+        action = action or RULES[hit.fault].release.get(hit.boundary, Release.DROP)
         self._bus.release(hit.hit, action)
         deadline = time.monotonic() + HOLD_TIMEOUT
         while not self._bus.await_acted(hit.hit, timeout=_WATCH_EVERY):
@@ -233,6 +252,8 @@ class Controller:
             hit = cell.timeouts.pop((event.op, event.attempt), None)
             if hit is not None:
                 self._let_go(cell, hit)
+            else:
+                cell.gave_up.add((event.op, event.attempt))
         elif event.kind in (EventKind.CONTACT, EventKind.ATTEMPT_END):
             late = cell.late.get(event.op)
             if late is not None and event.attempt > late.attempt:

@@ -14,6 +14,7 @@ data-attributes, so a test (or a reader's browser tools) can find them:
 - `#latency`: replay latency per recovery mode (`figure.latency-plot[data-mode]`);
 - `#load` (load runs): throughput, kills and effects over time
   (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
+- `#coverage` (explore runs): what the trials armed and struck (`testbed.report.explore`);
 - `#timelines`: every faulted op (`figure.timeline[data-op][data-cell]`).
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 from testbed.judge.scorecard import latency_stats
 from testbed.lab.history import Line as HistoryLine
 from testbed.lab.results import OpDifference, ResultRow, Results
-from testbed.report import document, findings
+from testbed.report import document, explore, findings
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import (
     Line,
@@ -64,6 +65,7 @@ def render(
         _findings_section(rows, per_row),
         _latency_section(results, rows, per_row),
         *([_load_section(rows)] if load else []),
+        *filter(None, [explore.coverage_section(results)]),
         _timelines_section(rows, per_row, max_timelines_per_cell),
     ]
     title = f"testbed {document.command(results)} {results.run}".strip()

@@ -2,7 +2,8 @@
 expectation (or breaks its promise) as a failure whose message is its
 differences. Every case names its ops as the terminal does (breaking, differing
 and held ops, `testbed.report.findings`) and counts its bad outcomes as
-properties, passing or not."""
+properties, passing or not; an exploration is one test case, failing with its
+counterexample."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from pathlib import Path
 
 from testbed.lab.files import replaced
 from testbed.lab.results import ResultRow, Results
-from testbed.report import document, findings
+from testbed.report import document, explore, findings
 
 
 def junit(results: Results) -> ET.Element:
     rows = results.rows
     failures = sum(not r.passed for r in rows)
+    if results.explore is not None:  # one case: the exploration, failing with its counterexample
+        rows, failures = [], int(results.explore.counterexample is not None)
     suite_name = f"testbed {document.command(results)} {results.run}".strip()
     wall = f"{results.wall_seconds:.3f}"
-    totals = {"tests": str(len(rows)), "failures": str(failures), "errors": "0", "skipped": "0", "time": wall}
+    tests = 1 if results.explore is not None else len(rows)
+    totals = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": "0", "time": wall}
     top = ET.Element("testsuites", {"name": "testbed", **{k: totals[k] for k in ("tests", "failures", "errors")}})
     top.set("time", wall)
     suite = ET.SubElement(top, "testsuite", {"name": suite_name, **totals})
@@ -34,6 +38,8 @@ def junit(results: Results) -> ET.Element:
             ET.SubElement(properties, "property", {"name": f"option.{name}", "value": str(value)})
     for row in rows:
         _case(suite, row)
+    if results.explore is not None:
+        explore.junit_case(suite, results)
     return top
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from labcore.boundaries import Boundary
+from labcore.schedule import Schedule
 from testbed.errors import UsageError
 from testbed.infra.redis_server import PrivateRedis
 from tests.support.postgres import private_postgres
@@ -207,3 +209,24 @@ def test_reconciling_job_with_its_state_in_postgresql(lab):
         with psycopg.connect(url) as db:  # the job's own records are there, every op done
             states = db.execute("SELECT state, count(*) FROM example_jobs GROUP BY state").fetchall()
         assert states == [("done", 20 * len(rows))]
+
+
+@pytest.mark.slow
+def test_explore_finds_what_the_matrix_misses_and_shrinks_it(lab, db):
+    # examples.lookup_once passes every cell of the full matrix (test_explore.py); two faults on one op,
+    # the second on the recovery attempt, break it.
+    with pytest.raises(AssertionError) as failed:
+        lab.explore("examples.lookup_once:send", budget=300, seed=1, env=db, paths=[ROOT])
+    message = str(failed.value)
+    assert message.startswith("exactly-once does not hold for examples.lookup_once:send: the smallest schedule found")
+    words = [line.strip() for line in message.splitlines() if line.strip().startswith("op ")]
+    assert len(words) == 1 and words[0].endswith("job finished: duplicated"), message
+    schedule = Schedule.decode(message[message.index("{") :])
+    (op,) = schedule.ops
+    assert len(op) == 2 and op[1].attempt == 2  # the recovery attempt, struck after its resend's effect
+    assert op[1].boundary in (Boundary.AFTER_EFFECT, Boundary.AFTER_RECEIPT), schedule
+
+
+def test_explore_passes_a_job_that_keeps_its_promise(lab, db):
+    done = lab.explore("examples.keyed:send", budget=12, seed=2, env=db, paths=[ROOT], scenarios=["none"])
+    assert done.counterexample is None and len(done.trials.judged) == 12

@@ -82,7 +82,7 @@ def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tup
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     env.pop("REDIS_URL", None)
     out, err = workdir / "stdout.txt", workdir / "stderr.txt"
-    wants_json = command in ("chaos", "replay", "load") and "--json" not in args
+    wants_json = command in ("chaos", "replay", "load", "explore") and "--json" not in args
     extra = ["--json", str(workdir / "results.json")] if wants_json else []
     with open(out, "w") as o, open(err, "w") as e:
         proc = subprocess.Popen([*TESTBED, command, *args, *extra], stdout=o, stderr=e, env=env, cwd=workdir)

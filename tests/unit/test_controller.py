@@ -1,6 +1,6 @@
 """The chaos controller with fake collaborators: what it does for each fault, in which order."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -13,7 +13,7 @@ from labcore.plan import EveryNth
 from testbed.errors import RunFailure
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.nemesis.controller import Controller
-from testbed.nemesis.kills import Cut, Kill
+from testbed.nemesis.kills import Crash, Cut, Kill
 
 
 @dataclass
@@ -41,6 +41,11 @@ class FakeWorker:
 class FakeKiller:
     log: list[tuple]
     refuse: bool = False
+    provider_pid: int = 7  # the provider the run started (hits' holder)
+
+    def crash_provider(self) -> Crash:
+        self.log.append(("crash", self.provider_pid))
+        return Crash(self.provider_pid, 1.0, 0.5, 20.0)
 
     def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
         if self.refuse:
@@ -114,6 +119,26 @@ def test_a_timeout_waits_for_the_client_to_give_up():
     assert log == []  # nothing killed, nothing released yet
     controller.handle(event(EventKind.CALL_TIMEOUT, 1))
     assert log == [("release", hit.hit, Release.RESPOND), ("settle", hit.hit)]
+
+
+def test_an_armed_hit_fires_once_even_where_a_restarted_provider_forgot_it_fired():
+    controller, log, hit = setup(Fault.PROVIDER_CRASH, Boundary.BEFORE_EFFECT)
+    hit = replace(hit, holder=7)
+    controller.handle(hit)
+    assert log == [("crash", 7), ("settle", hit.hit)]
+    del log[:]
+    controller.handle(hit)  # the attempt sent again, to the provider restarted after the crash
+    assert log == [("release", hit.hit, Release.APPLY)]
+    assert controller.finish("c001").faults == 1
+
+
+def test_a_client_that_gave_up_before_the_provider_reached_the_boundary_lets_it_go_at_the_hit():
+    # A busy machine: the armed request reaches its boundary after the client timeout.
+    controller, log, hit = setup(Fault.TIMEOUT, Boundary.BEFORE_EFFECT)
+    controller.handle(event(EventKind.CALL_TIMEOUT, 1))
+    assert log == []
+    controller.handle(hit)
+    assert log == [("release", hit.hit, Release.DROP), ("settle", hit.hit)]
 
 
 @pytest.mark.parametrize(

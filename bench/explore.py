@@ -1,0 +1,80 @@
+"""testbed explore: trials per minute, and how long it takes to find and shrink a counterexample.
+
+    python bench/explore.py [--seeds 1 2 3] [--budget 200]
+
+For each seed, `testbed explore` on the worked example (examples/lookup_once.py:
+it passes every cell of the full matrix, and breaks exactly-once under two
+faults on one op): the wall time to a shrunk counterexample, the trials it
+took (searching, shrinking, confirming), trials per minute, the size of the
+counterexample and how often it reproduced. Then `testbed explore -s
+provider-key --budget N` for the first seed: no breach of exactly-once, and
+the trials per minute of a search that runs its whole budget. Medians over the
+seeds; each run is a whole program, stack start included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = "examples.lookup_once:send"
+
+
+def explore(work: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, Any]]:
+    out = work / "explore.json"
+    argv = [sys.executable, "-m", "testbed", "explore", *args, "--no-store", "--json", str(out)]
+    started = time.monotonic()
+    subprocess.run(argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    return wall, json.loads(out.read_text())["explore"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--budget", type=int, default=200, help="provider-key's budget of trials")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
+    env = {**os.environ, "EXAMPLES_DB": str(work / "jobs.sqlite3")}
+    try:
+        print(f"{EXAMPLE}, a counterexample per seed:")
+        print(f"{'seed':>4} {'wall s':>7} {'trials':>7} {'search':>7} {'shrink':>7} {'per min':>8}  counterexample")
+        walls, rates = [], []
+        for seed in args.seeds:
+            wall, found = explore(work, ["--handler", EXAMPLE, "--path", str(ROOT), "--seed", str(seed)], env)
+            example = found.get("counterexample")
+            shape = "none found"
+            if example is not None:
+                ops = example["schedule"]["ops"]
+                faults = sum(len(op["faults"]) for op in ops)
+                shape = f"{len(ops)} op(s), {faults} fault(s), reproduced {example['reproduced']} of {example['runs']}"
+            walls.append(wall)
+            rates.append(found["trialsPerMinute"])
+            trials = (found["trials"], found["searched"], found["shrinking"], found["trialsPerMinute"])
+            print(f"{seed:>4} {wall:>7.1f} {trials[0]:>7} {trials[1]:>7} {trials[2]:>7} {trials[3]:>8.0f}  {shape}")
+        wall_median, rate_median = statistics.median(walls), statistics.median(rates)
+        print(f"median: {wall_median:.1f} s to a shrunk counterexample, {rate_median:.0f} trials/min")
+        seed = str(args.seeds[0])
+        wall, found = explore(work, ["-s", "provider-key", "--budget", str(args.budget), "--seed", seed], env)
+        print(
+            f"\nprovider-key, {found['trials']} trials in {wall:.1f} s ({found['trialsPerMinute']:.0f} per minute):"
+            f" {found['breaches']} breaches of exactly-once, {found['labFailures']} failures of the lab"
+        )
+        load = os.getloadavg()
+        print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

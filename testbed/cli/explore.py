@@ -1,0 +1,234 @@
+"""`testbed explore`: random crash schedules on one stack, the first failure shrunk
+to the smallest schedule that still fails, confirmed, and kept to replay."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from typer import Option
+
+from labcore.schedule import MAX_RETRIES
+from testbed.cli import checks
+from testbed.cli.base import app, examples
+from testbed.cli.options import (
+    SCENARIO_NAMES,
+    CellTimeout,
+    ClientTimeout,
+    Handlers,
+    Paths,
+    PromiseOption,
+    ResultsPath,
+    StackArgs,
+    StoreArgs,
+    Strategies,
+    run_options,
+)
+from testbed.cli.run import Output, shared_meta, stack_options, vars_of
+from testbed.errors import UsageError
+from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.selection import parse_all
+from testbed.lab import userjobs
+from testbed.lab.layout import COUNTEREXAMPLE
+from testbed.lab.store import RunStore
+from workers.strategies import parse_strategy
+
+if TYPE_CHECKING:
+    from testbed.explore.trials import Judged
+
+MAX_TRIAL_OPS = 10
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
+_UNIT = {None: 1, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `5m`, `1h`: seconds."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise UsageError(f"--time {text!r}: expected a duration such as 90s, 5m or 1h")
+    seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    checks.finite("--time", seconds, 1, 7 * 86_400)
+    return seconds
+
+
+@app.command(
+    short_help="Random crash schedules, the first failure shrunk to the smallest and kept to replay.",
+    epilog=examples(
+        "testbed explore -s record-before --seed 1          # finds the article's silent loss",
+        "testbed explore --handler myapp.jobs:send --time 5m",
+        "testbed explore -s provider-key --budget 200 --ops 5",
+        "testbed explore -s reconcile -s provider-key --model-only --budget 300",
+        "testbed chaos --schedule runs/latest/counterexample.json -s record-before",
+    ),
+)
+@run_options
+def explore(
+    stack_args: StackArgs,
+    store_args: StoreArgs,
+    strategy: Strategies = None,
+    handler: Handlers = None,
+    path: Paths = None,
+    promise: PromiseOption = "exactly-once",
+    budget: Annotated[
+        int | None,
+        Option("--budget", metavar="N", help="Trials to run before giving up the search (default 100, or --time)."),
+    ] = None,
+    time_limit: Annotated[
+        str | None, Option("--time", metavar="DURATION", help="How long to search: 90s, 5m, 1h (with or for --budget).")
+    ] = None,
+    seed: Annotated[
+        int | None,
+        Option(
+            "--seed",
+            metavar="N",
+            help="The same trials for the same seed. Without it, each search differs, and the last"
+            " counterexample of the same search (kept in the store's .hypothesis/) is tried first.",
+        ),
+    ] = None,
+    ops: Annotated[int, Option("--ops", metavar="N", help="Ops per trial at most (1 to 10).")] = 3,
+    retries: Annotated[
+        int,
+        Option("--retries", metavar="N", help="RQ retries per job (1 to 10); faults strike all attempts but the last."),
+    ] = 3,
+    scenario: Annotated[
+        list[str] | None,
+        Option(
+            "--scenario",
+            metavar="SCENARIO",
+            help=f"Scenario trials are drawn under (repeatable; the first for half of them): {SCENARIO_NAMES}."
+            " Default: none and duplicate-enqueue.",
+        ),
+    ] = None,
+    parallel: Annotated[int, Option("--parallel", metavar="N", help="Trials in flight at once (1 to 16).")] = 4,
+    model_only: Annotated[
+        bool,
+        Option("--model-only", help="Built-ins: look only for runs the model does not predict (a bug of the lab)."),
+    ] = False,
+    confirm: Annotated[
+        int, Option("--confirm", metavar="N", help="Fresh runs of the counterexample that say if it reproduces.")
+    ] = 3,
+    json_path: ResultsPath = Path("explore.json"),
+    client_timeout: ClientTimeout = 0.5,
+    cell_timeout: CellTimeout = None,
+) -> int:
+    """Search random crash schedules on the real stack: trials of a few ops, each attempt clean or struck
+    by a fault (recovery attempts too), under a scenario. The first trial that breaks the promise (a
+    built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
+    to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`."""
+    from testbed.explore.search import Search, targets_of
+    from testbed.explore.trials import TrialSettings
+
+    handlers = handler or []
+    names = parse_all(strategy, lambda s: parse_strategy(s).name) or []
+    if not names and not handlers:
+        raise UsageError("explore needs -s STRATEGY or --handler MODULE:FUNCTION (repeatable)")
+    if model_only and handlers:
+        raise UsageError("--model-only checks the model of the built-in strategies: not with --handler")
+    scenarios = parse_all(scenario, lambda s: parse_scenario(s).name) or ["none", "duplicate-enqueue"]
+    seconds = None if time_limit is None else parse_duration(time_limit)
+    if budget is None and seconds is None:
+        budget = 100
+    if budget is not None:
+        checks.finite("--budget", budget, 1, 1_000_000)
+    checks.finite("--ops", ops, 1, MAX_TRIAL_OPS)
+    checks.finite("--retries", retries, 1, MAX_RETRIES)
+    checks.finite("--parallel", parallel, 1, 16)
+    checks.finite("--confirm", confirm, 1, 10)
+    checks.finite("--client-timeout", client_timeout, 0.05, 3600)
+    timeout = 120.0 if cell_timeout is None else cell_timeout
+    checks.finite("--cell-timeout", timeout, 1, 7 * 86_400)
+    stack, mode = stack_options(stack_args)
+    if stack.remote is not None:
+        raise UsageError("explore runs on a stack of its own: not with --hosts (yet)")
+    if mode != "forced":
+        raise UsageError("explore brings back a killed worker's job at once: --recovery forced")
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": promise, "ops": ops}
+    meta |= {"retries": retries, "scenarios": scenarios, "parallel": parallel, "modelOnly": model_only}
+    meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
+    meta |= {"recovery": mode, "workerSettings": vars_of(stack.settings)}
+    out = Output("explore", json_path, meta, seed, store_args)
+    out.check()
+    store = None if store_args.no_store else RunStore(store_args.store)
+    search = Search(
+        targets_of(names, handlers),
+        tuple(scenarios),
+        ops,
+        budget,
+        seconds,
+        seed,
+        parallel,
+        model_only,
+        confirm,
+        None if store is None else store_args.store / ".hypothesis",
+    )
+    settings = TrialSettings(retries, seed or 0, promise, client_timeout, timeout, paths)
+    return _explore(stack, search, settings, out, store, promise, list(path or []))
+
+
+def _explore(
+    stack: Any, search: Any, settings: Any, out: Output, store: RunStore | None, promise: str, paths: list[Path]
+) -> int:
+    """The exploration on a stack of its own; its results kept like any run's, its
+    counterexample beside them. A stack that fails keeps the trials judged before (exit 3)."""
+    from testbed.errors import RunFailure
+    from testbed.explore.search import Exploration, explore
+    from testbed.explore.trials import Trials
+    from testbed.lab import results, session
+    from testbed.lab.session import Ran
+    from testbed.report import explore as report
+    from testbed.report import findings, timeline
+
+    done: list[Exploration] = []
+
+    def work(started: Any, run_dir: Any) -> Ran:
+        names = ", ".join(t.name for t in search.targets)
+        print(f"testbed run {started.run_id}: explore {names}, {started.options.workers} workers", file=sys.stderr)
+        trials = Trials(started, settings, run_dir, _heard)
+        try:
+            done.append(explore(trials, search))
+        except RunFailure as exc:
+            return Ran(trials.rows, str(exc))
+        return Ran(trials.rows)
+
+    ran = session.execute_on_stack(stack, work, store)
+    summary: dict[str, Any] = {}
+    if done:
+        exploration = done[0]
+        replay = ""
+        found = exploration.counterexample
+        if found is not None and ran.stored is not None:
+            saved = ran.stored.path / COUNTEREXAMPLE
+            saved.write_text(found.trial.schedule.encode())
+            replay = _replay_command(saved, found, promise, paths)
+        summary = {"explore": exploration.to_json(replay)}
+    out.keep(ran, store, summary)
+    explored = results.parse(out.document(ran, summary)).explore
+    assert explored is not None
+    print(report.coverage_text(explored))
+    print()
+    print(report.summary_text(explored))
+    example = explored.counterexample
+    if example is not None:
+        row = next(r for r in ran.rows if r.extra.get("cell") == example.cell)
+        if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
+            print(findings.listing([results.parse_row(results.row_json(row))]))
+        if shown := timeline.render(row.extra.get("history", {})):
+            print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
+    out.deliver(ran, summary)
+    return 1 if explored.counterexample is not None else 0
+
+
+def _heard(judged: Judged, phase: str) -> None:
+    row = judged.row
+    print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
+
+
+def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path]) -> str:
+    target = found.trial.target
+    what = f"--handler {target.name}" if target.handler else f"-s {target.name}"
+    extra = "".join(f" --path {p}" for p in paths) if target.handler else ""
+    extra += "" if promise == "exactly-once" else f" --promise {promise}"
+    return f"testbed chaos --schedule {saved} {what}{extra}"

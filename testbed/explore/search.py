@@ -1,0 +1,219 @@
+"""The search: Hypothesis draws batches of trials, the stack runs them, and the
+first failure is shrunk on the real stack to the smallest trial that still fails.
+
+A failure is a trial that breaks the promise (not with `model_only`), or one
+where the lab disagrees with itself: a built-in strategy's run differs from
+the model's prediction, or the controller saw something it did not plan.
+
+Hypothesis's `find` is the engine: it generates batches (`space.batches`),
+keeps the first that fails, shrinks it (dropping the trials it does not need,
+then simplifying the one left) and returns the smallest. A seed makes the
+search the same every time; without one, Hypothesis's example database, when
+given, replays the last counterexample of the same search first (a seeded
+search uses none: that is Hypothesis's `seed`). A search without a failure
+ends when its budget of trials or its time is spent (`_Spent` leaves
+Hypothesis's loop: it is no exception Hypothesis catches), or when Hypothesis
+has no new batch to try; shrinking keeps Hypothesis's own bounds (500
+successful shrinks, 5 minutes). The counterexample is then run again
+`confirm` times, fresh, to say how often it reproduces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import RunFailure
+from testbed.explore.coverage import Coverage
+from testbed.explore.space import Target, Trial, batches, trials
+from testbed.explore.trials import Found, Judged, Trials, TrialSettings
+from testbed.explore.words import trial_lines
+
+# Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
+NO_BUDGET = 10**6
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    targets: tuple[Target, ...]
+    scenarios: tuple[str, ...] = ("none",)
+    max_ops: int = 3
+    budget: int | None = 100  # trials, before a failure is found
+    seconds: float | None = None
+    # Hypothesis's seed: the same trials for the same seed. Without one, its example
+    # database (if given) replays the last counterexample of the same search first.
+    seed: int | None = None
+    parallel: int = 4  # trials in flight at once
+    model_only: bool = False  # built-ins: look for disagreements with the model only
+    confirm: int = 3
+    database: Path | None = None
+
+    def key(self, settings: TrialSettings) -> bytes:
+        """The database's key: a search for the same thing replays its last counterexample first."""
+        what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
+        what += [settings.promise, self.model_only]
+        return hashlib.sha256(json.dumps(what).encode()).digest()
+
+
+class _Spent(BaseException):
+    """The search's budget or time is spent: ends Hypothesis's run, which catches Exceptions only."""
+
+
+class _Aborted(BaseException):
+    """The lab failed under a trial: never a failure for Hypothesis to shrink."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+@dataclass(slots=True)
+class Exploration:
+    trials: Trials
+    searched: int = 0  # trials run before a failure was found
+    stopped: str = ""
+    counterexample: Judged | None = None
+    confirmations: list[Judged] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def reproduced(self) -> int:
+        found = self.counterexample
+        return 0 if found is None else sum(c.found is found.found for c in self.confirmations)
+
+    def count(self, found: Found) -> int:
+        return sum(j.found is found for j in self.trials.judged)
+
+    def coverage(self) -> Coverage:
+        out = Coverage()
+        for j in self.trials.judged:
+            out.add(j.trial.schedule, j.row.extra.get("history", {}))
+        return out
+
+    @property
+    def per_minute(self) -> float:
+        return len(self.trials.judged) / self.seconds * 60 if self.seconds else 0.0
+
+    def to_json(self, replay: str = "") -> dict[str, Any]:
+        """As results.json keeps it (`explore`)."""
+        judged = self.trials.judged
+        confirming = len(self.confirmations)
+        out: dict[str, Any] = {
+            "trials": len(judged),
+            "searched": self.searched,
+            "shrinking": len(judged) - self.searched - confirming,
+            "confirming": confirming,
+            "seconds": round(self.seconds, 3),
+            "trialsPerMinute": round(self.per_minute, 1),
+            "stopped": self.stopped,
+            "breaches": self.count(Found.BREACH),
+            "labFailures": self.count(Found.LAB),
+            "coverage": self.coverage().to_json(),
+        }
+        found = self.counterexample
+        if found is not None:
+            row = found.row
+            breaking = (row.extra.get("promise") or {}).get("ops", [])
+            history = row.extra.get("history", {})
+            out["counterexample"] = {
+                "found": found.found.value,
+                "target": found.trial.target.name,
+                "handler": found.trial.target.handler,
+                "cell": row.extra.get("cell"),
+                "schedule": found.trial.schedule.to_json(),
+                "words": trial_lines(found.trial.schedule, row.extra.get("opFacts", []), history, breaking),
+                "reproduced": self.reproduced,
+                "runs": confirming,
+                "replay": replay,
+            }
+        return out
+
+
+def explore(run: Trials, search: Search) -> Exploration:
+    """Search with `run`'s trials, shrink the first failure on its stack, and confirm it.
+    If the stack fails (RunFailure), the trials run before are in `run`."""
+    from hypothesis import HealthCheck, Phase, Verbosity, find
+    from hypothesis import settings as hypothesis_settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.errors import NoSuchExample
+
+    done = Exploration(run)
+    started = time.monotonic()
+    deadline = None if search.seconds is None else started + search.seconds
+    phase = "search"
+
+    def fails(batch: list[Trial]) -> bool:
+        nonlocal phase
+        if phase == "search":
+            left = NO_BUDGET if search.budget is None else search.budget - len(run.judged)
+            if left <= 0:
+                done.stopped = f"its budget of {search.budget} trials was spent"
+                raise _Spent
+            if deadline is not None and time.monotonic() > deadline:
+                done.stopped = f"its {search.seconds:g} s were spent"
+                raise _Spent
+            batch = batch[:left]
+        try:
+            outcome = run.outcome(batch, phase)
+        except Exception as exc:  # the lab's own failure: no counterexample to shrink
+            raise _Aborted(exc) from exc
+        failed = any(_fails(j, search.model_only) for j in outcome)
+        if failed and phase == "search":
+            phase, done.searched = "shrink", len(run.judged)
+        return failed
+
+    # A seeded search is Hypothesis's reproduction of a run: it uses no database (hypothesis.seed).
+    seeded = search.seed is not None
+    database = None if seeded or search.database is None else DirectoryBasedExampleDatabase(search.database)
+    phases = [Phase.generate, Phase.shrink] if database is None else [Phase.reuse, Phase.generate, Phase.shrink]
+    space = batches(trials(search.targets, search.scenarios, search.max_ops, run.settings.retries), search.parallel)
+    hypothesis = hypothesis_settings(
+        # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).
+        max_examples=NO_BUDGET,
+        deadline=None,
+        database=database,
+        phases=phases,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
+    try:
+        smallest = find(
+            space,
+            fails,
+            settings=hypothesis,
+            random=random.Random(search.seed) if seeded else None,
+            database_key=search.key(run.settings),
+        )
+    except NoSuchExample:
+        done.stopped = done.stopped or "no new trial was left to try"
+        smallest = None
+    except _Spent:
+        smallest = None
+    except _Aborted as aborted:
+        done.seconds = time.monotonic() - started
+        if isinstance(aborted.cause, RunFailure):
+            raise aborted.cause from None
+        raise RunFailure(f"the lab failed under a trial: {type(aborted.cause).__name__}: {aborted.cause}") from None
+    if smallest is None:
+        done.searched = len(run.judged)
+    else:
+        failing = [j for j in run.outcome(smallest, "shrink") if _fails(j, search.model_only)]
+        done.counterexample = min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first
+        done.stopped = "a failure was found and shrunk"
+        done.confirmations = run.run([done.counterexample.trial] * search.confirm, "confirm")
+    done.seconds = time.monotonic() - started
+    return done
+
+
+def _fails(judged: Judged, model_only: bool) -> bool:
+    return judged.found is Found.LAB or (judged.found is Found.BREACH and not model_only)
+
+
+def targets_of(strategies: Sequence[str], handlers: Sequence[str]) -> tuple[Target, ...]:
+    return tuple(Target(s, False) for s in strategies) + tuple(Target(h, True) for h in handlers)

@@ -1,0 +1,117 @@
+"""The space explore draws its trials from, as Hypothesis strategies ordered so
+that shrinking simplifies a trial the way a reader would: fewer ops, fewer
+faulted attempts, earlier attempts, simpler faults, the plainer scenario, the
+first target named.
+
+- A trial is a target (a strategy or a handler) and a schedule, under the
+  first scenario named for half the trials, one of the others for the rest.
+- An op is a list of its attempts' strikes, attempt 1 first, each clean or one
+  strike: shrinking drops attempts (a fault moves to an earlier attempt),
+  turns strikes clean (`one_of` shrinks to its first branch), and moves a
+  strike down the list of strikes, ordered simplest first (kill at job-start
+  first, then later boundaries, then the other faults).
+- Faults strike attempts 1 to `retries` only: the last attempt runs clean, so
+  every op can still finish, and a job that runs out of retries is never what
+  a trial finds.
+- One trial in ten may crash the provider; such a schedule faults one op only
+  and holds no late request (`testbed.experiment.schedules`), so drawn
+  schedules are made to fit (`fitted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from labcore.boundaries import ORDER, Boundary
+from labcore.faults import RULES, Fault
+from labcore.plan import Armed
+from labcore.schedule import Schedule
+from testbed.experiment.scenarios import SCENARIOS, Nemesis
+from testbed.experiment.schedules import HELD_FOR_DUPLICATE, legal
+
+# Simplest first: what shrinking moves a strike towards. `hold` is duplicate-enqueue's own;
+# `partition` needs worker hosts.
+FAULTS = (Fault.KILL, Fault.TIMEOUT, Fault.KILL_WORKER, Fault.LATE, Fault.PROVIDER_CRASH)
+CRASH_SHARE = 10  # one trial in this many may crash the provider
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What runs the trials: a built-in strategy, or a user's job (`module:function`)."""
+
+    name: str
+    handler: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    target: Target
+    schedule: Schedule
+
+
+def strikes(faults: Sequence[Fault]) -> list[tuple[Boundary, Fault]]:
+    return [(b, f) for f in faults for b in ORDER if b in RULES[f].boundaries]
+
+
+def _attempts(choices: list[tuple[Boundary, Fault] | None]) -> tuple[Armed, ...]:
+    return tuple(Armed(n, *choice) for n, choice in enumerate(choices, 1) if choice is not None)
+
+
+def op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.SearchStrategy[tuple[Armed, ...]]:
+    """One op's strikes under the scenario."""
+    nemesis = SCENARIOS[scenario].nemesis
+    if nemesis is Nemesis.DUPLICATE:
+        return st.booleans().map(lambda held: (HELD_FOR_DUPLICATE,) if held else ())
+    strike = st.sampled_from(strikes(faults))
+    if nemesis is Nemesis.REMINT:  # one fault per op: each re-mints it
+        one = st.tuples(st.integers(1, retries), strike).map(lambda t: (Armed(t[0], *t[1]),))
+        return st.one_of(st.just(()), one)
+    return st.lists(st.one_of(st.none(), strike), max_size=retries).map(_attempts)
+
+
+def fitted(schedule: Schedule) -> Schedule:
+    """A drawn schedule as the lab can run it: if it crashes the provider, only the first
+    op it crashes on keeps its faults, and no late request is held."""
+    crashing = next((n for n, op in enumerate(schedule.ops) if any(RULES[a.fault].kills_provider for a in op)), None)
+    if crashing is None:
+        return schedule
+    ops = tuple(
+        tuple(a for a in op if a.fault is not Fault.LATE) if n == crashing else () for n, op in enumerate(schedule.ops)
+    )
+    return legal(Schedule(ops, schedule.scenario, schedule.retries))
+
+
+@st.composite
+def _trial(
+    draw: st.DrawFn,
+    targets: Sequence[Target],
+    scenarios: Sequence[str],
+    max_ops: int,
+    retries: int,
+    faults: Sequence[Fault],
+) -> Trial:
+    target = draw(st.sampled_from(targets))
+    # The first scenario for half the trials: the others (a narrower space, often) share the rest.
+    scenario = draw(st.sampled_from(scenarios[1:])) if len(scenarios) > 1 and draw(st.booleans()) else scenarios[0]
+    crash = Fault.PROVIDER_CRASH in faults and draw(st.integers(1, CRASH_SHARE)) == CRASH_SHARE
+    allowed = [f for f in faults if crash or f is not Fault.PROVIDER_CRASH]
+    ops = draw(st.lists(op_strikes(scenario, retries, allowed), min_size=1, max_size=max_ops))
+    return Trial(target, fitted(Schedule(tuple(ops), scenario, retries)))
+
+
+def trials(
+    targets: Sequence[Target],
+    scenarios: Sequence[str],
+    max_ops: int,
+    retries: int,
+    faults: Sequence[Fault] = FAULTS,
+) -> st.SearchStrategy[Trial]:
+    return _trial(targets, scenarios, max_ops, retries, faults)
+
+
+def batches(trial: st.SearchStrategy[Trial], size: int) -> st.SearchStrategy[list[Trial]]:
+    """Trials run at once, as parallel cells; shrinking drops the ones a failure does not need."""
+    return st.lists(trial, min_size=1, max_size=size)

@@ -1,0 +1,119 @@
+"""Trials on the real stack: a batch of schedules run as parallel cells on a
+started stack, each judged as a cell is (built-ins against the model and the
+promise, users' jobs against their promise), and what each trial found.
+
+The outcome of a trial is remembered: the search sees one answer per trial,
+however often Hypothesis asks (timing can change what a rerun shows, so
+whether a counterexample reproduces is measured apart, by `confirm`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from testbed.errors import RunFailure
+from testbed.experiment.matrix import Cell
+from testbed.explore.space import Trial
+from testbed.infra.stack import RunStack
+from testbed.judge.scorecard import Row
+from testbed.lab.options import RunOptions, scheduled
+from testbed.lab.session import run_cells
+from testbed.lab.store import RunDir
+
+
+class Found(StrEnum):
+    KEPT = "kept"  # the promise held (and a built-in did what the model predicts)
+    BREACH = "breach"  # the promise broke: a finding about the strategy or the job
+    LAB = "lab"  # the model and the run disagree, or the controller saw what it did not plan: a bug of the lab
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    trial: Trial
+    row: Row
+    found: Found
+
+
+def found_in(row: Row) -> Found:
+    if row.differences or row.op_differences or row.anomalies:
+        return Found.LAB
+    promise = row.extra.get("promise")
+    return Found.BREACH if promise is not None and not promise["kept"] else Found.KEPT
+
+
+@dataclass(frozen=True, slots=True)
+class TrialSettings:
+    """What every trial of an exploration shares (the rest of `RunOptions`)."""
+
+    retries: int
+    seed: int = 0
+    promise: str = "exactly-once"
+    client_timeout: float = 0.5
+    cell_timeout: float = 120.0
+    paths: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Trials:
+    """Runs trials on a started stack; `judged` keeps every one run, in order."""
+
+    def __init__(
+        self,
+        stack: RunStack,
+        settings: TrialSettings,
+        run_dir: RunDir | None = None,
+        heard: Callable[[Judged, str], None] = lambda judged, phase: None,
+        prefix: str = "e",
+    ) -> None:
+        """`prefix` starts the trials' cell ids: unique per stack (the pytest plugin explores many times)."""
+        self._prefix = prefix
+        self._stack = stack
+        self.settings = settings
+        self._run_dir = run_dir
+        self._heard = heard
+        self._known: dict[Trial, Judged] = {}
+        self._batches = 0
+        self.judged: list[Judged] = []
+        self.rows: list[Row] = []  # as the stored run keeps them: every trial run
+        self.started = time.monotonic()
+
+    def outcome(self, trials: Sequence[Trial], phase: str) -> list[Judged]:
+        """Each trial's outcome: run now (the new ones, at once), or as first seen."""
+        new = list(dict.fromkeys(t for t in trials if t not in self._known))
+        for judged in self.run(new, phase):
+            self._known[judged.trial] = judged
+        return [self._known[t] for t in trials]
+
+    def run(self, trials: Sequence[Trial], phase: str) -> list[Judged]:
+        """These trials run now as parallel cells, whatever was seen before."""
+        if not trials:
+            return []
+        s = self.settings
+        self._batches += 1
+        cells = [Cell.trial(t.target.name, t.schedule, t.target.handler) for t in trials]
+        options = RunOptions(
+            cells=cells,
+            plan=scheduled,
+            ops=max(len(t.schedule.ops) for t in trials),
+            retries=s.retries,
+            seed=s.seed,
+            client_timeout=s.client_timeout,
+            cell_timeout=s.cell_timeout,
+            parallel=len(cells),
+            promise=s.promise,
+            paths=s.paths,
+            env=s.env,
+            cell_prefix=f"{self._prefix}{self._batches}c",
+        )
+        ran = run_cells(self._stack, options, lambda index, total, row: None, None, self._run_dir)
+        self.rows += ran.rows
+        if ran.failure is not None:
+            raise RunFailure(ran.failure)
+        out = [Judged(t, row, found_in(row)) for t, row in zip(trials, ran.rows, strict=True)]
+        for judged in out:
+            self.judged.append(judged)
+            self._heard(judged, phase)
+        return out

@@ -1,0 +1,149 @@
+"""What `testbed explore` prints and the report shows of it (pure), from its
+results (`Results.explore`): the search in figures, the counterexample in
+words with the command that replays it, and the coverage, which (attempt,
+boundary, fault) the trials armed and how often each struck, as a text table
+and as a heatmap (`#coverage`: one `figure.coverage[data-fault]` per fault,
+`rect.struck[data-attempt][data-boundary]` per place armed)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from labcore.boundaries import ORDER
+from testbed.lab.results import ExploreSummary, Results, Struck
+from testbed.report.svg import PALETTE, el, esc, svg, text, tip, void
+from testbed.report.tables import aligned
+
+_CELL_W, _CELL_H, _LEFT, _TOP = 74, 26, 116, 22
+
+
+def _faults(coverage: list[Struck]) -> list[str]:
+    return list(dict.fromkeys(s.fault for s in coverage))
+
+
+def _attempts(coverage: list[Struck]) -> list[int]:
+    return list(range(1, max((s.attempt for s in coverage), default=0) + 1))
+
+
+def coverage_text(summary: ExploreSummary) -> str:
+    """Per fault and boundary, each attempt's `struck/armed`."""
+    coverage = summary.coverage
+    if not coverage:
+        return "coverage: no fault was armed"
+    attempts = _attempts(coverage)
+    at = {(s.fault, s.boundary, s.attempt): s for s in coverage}
+    grid = [["fault", "boundary", *(f"attempt {n}" for n in attempts)]]
+    for fault in _faults(coverage):
+        for boundary in (b.value for b in ORDER):
+            found = [at.get((fault, boundary, n)) for n in attempts]
+            if any(found):
+                grid.append([fault, boundary, *(f"{s.struck}/{s.armed}" if s else "-" for s in found)])
+    return "\n".join(["coverage (struck / armed, per attempt):", *aligned(grid)])
+
+
+def summary_text(summary: ExploreSummary) -> str:
+    """The search in figures, then its counterexample, if it found one."""
+    lines = [
+        f"{summary.trials} trials in {summary.seconds:.0f} s ({summary.trials_per_minute:.0f} per minute):"
+        f" {summary.searched} searching, {summary.shrinking} shrinking, {summary.confirming} confirming;"
+        f" the search ended because {summary.stopped}",
+        f"{summary.breaches} trials broke the promise; {summary.lab_failures} showed a failure of the lab",
+    ]
+    found = summary.counterexample
+    if found is None:
+        return "\n".join(lines)
+    what = (
+        "the model and the run disagree (a bug of the lab, not a finding about the strategy)"
+        if found.found == "lab"
+        else "it breaks the promise"
+    )
+    schedule = found.schedule
+    ops = len(schedule.get("ops", []))
+    faults = sum(len(op.get("faults", [])) for op in schedule.get("ops", []))
+    lines += [
+        "",
+        f"COUNTEREXAMPLE for {found.target}: {what}; shrunk to {ops} op{'s' * (ops != 1)},"
+        f" {faults} fault{'s' * (faults != 1)}; reproduced {found.reproduced} of {found.runs} fresh runs",
+        *(f"  {line}" for line in found.words),
+    ]
+    if found.replay:
+        lines += ["replay it:", f"  {found.replay}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the report
+
+
+def coverage_section(results: Results) -> tuple[str, str, str] | None:
+    """The report's coverage heatmaps, for an explore run."""
+    summary = results.explore
+    if summary is None:
+        return None
+    intro = el("p", esc(summary_text(summary).split("\n")[0]), class_="note")
+    if not summary.coverage:
+        return "coverage", "Coverage", intro
+    attempts = _attempts(summary.coverage)
+    figures = "".join(_heatmap(fault, summary.coverage, attempts) for fault in _faults(summary.coverage))
+    return "coverage", "Coverage", intro + figures
+
+
+def _heatmap(fault: str, coverage: list[Struck], attempts: list[int]) -> str:
+    places = {(s.boundary, s.attempt): s for s in coverage if s.fault == fault}
+    boundaries = [b.value for b in ORDER if any((b.value, n) in places for n in attempts)]
+    most = max(s.struck for s in places.values()) or 1
+    parts = [
+        text(_LEFT + (n - 0.5) * _CELL_W, _TOP - 8, f"attempt {n}", class_="tick", text_anchor="middle")
+        for n in attempts
+    ]
+    for row, boundary in enumerate(boundaries):
+        y = _TOP + row * _CELL_H
+        parts.append(text(_LEFT - 8, y + _CELL_H * 0.65, boundary, class_="tick", text_anchor="end"))
+        for n in attempts:
+            s = places.get((boundary, n))
+            x = _LEFT + (n - 1) * _CELL_W
+            if s is None:
+                parts.append(void("rect", x=x, y=y, width=_CELL_W - 2, height=_CELL_H - 2, fill="#eeeeee"))
+                continue
+            shade = 0.12 + 0.88 * s.struck / most
+            label = f"{fault} at {boundary}, attempt {n}: armed in {s.armed} trials, struck {s.struck} times"
+            rect = el(
+                "rect",
+                tip(label),
+                x=x,
+                y=y,
+                width=_CELL_W - 2,
+                height=_CELL_H - 2,
+                fill=PALETTE[0],
+                fill_opacity=round(shade, 2),
+                class_="struck",
+                data_attempt=n,
+                data_boundary=boundary,
+                data_struck=s.struck,
+                data_armed=s.armed,
+            )
+            parts.append(rect)
+            parts.append(text(x + _CELL_W / 2, y + _CELL_H * 0.65, f"{s.struck}/{s.armed}", text_anchor="middle"))
+    width = _LEFT + len(attempts) * _CELL_W + 8
+    height = _TOP + len(boundaries) * _CELL_H + 4
+    drawing = svg(width, height, "".join(parts), class_="coverage-map")
+    caption = el("figcaption", esc(f"{fault}: struck / armed, per boundary and attempt"))
+    return el("figure", drawing + caption, class_="coverage", data_fault=fault)
+
+
+# ---------------------------------------------------------------- JUnit
+
+
+def junit_case(suite: ET.Element, results: Results) -> None:
+    """An exploration as one test case: failing with its counterexample, if it found one."""
+    summary = results.explore
+    assert summary is not None
+    targets = results.options.strategies or []
+    name = "explore " + ", ".join([*targets, *(results.options.handlers or [])])
+    case = ET.SubElement(suite, "testcase", {"classname": "explore", "name": name, "time": f"{summary.seconds:.3f}"})
+    found = summary.counterexample
+    if found is not None:
+        message = "the model and the run disagree" if found.found == "lab" else f"{results.options.promise} breaks"
+        failure = ET.SubElement(case, "failure", {"message": message, "type": found.found})
+        failure.text = summary_text(summary)
+    out = ET.SubElement(case, "system-out")
+    out.text = coverage_text(summary)

@@ -1,0 +1,64 @@
+"""explore's space of trials (pure): what it draws is runnable, and shrinking simplifies
+a trial as a reader would (Hypothesis's own shrinker, on the space's strategies)."""
+
+from hypothesis import HealthCheck, find, given, settings
+
+from labcore.boundaries import Boundary
+from labcore.faults import RULES, Fault
+from labcore.plan import Armed
+from testbed.experiment.schedules import HELD_FOR_DUPLICATE, problem
+from testbed.explore.space import Target, Trial, batches, trials
+
+B, F = Boundary, Fault
+TARGETS = (Target("reconcile", False), Target("jobs:send", True))
+EVERYWHERE = ("none", "duplicate-enqueue", "remint", "withdrawn")
+QUICK = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+@QUICK
+@given(trials(TARGETS, EVERYWHERE, max_ops=4, retries=3))
+def test_every_trial_drawn_is_one_the_lab_can_run(trial):
+    schedule = trial.schedule
+    assert problem(schedule) is None
+    assert 1 <= len(schedule.ops) <= 4 and schedule.retries == 3
+    # The last attempt always runs clean: a job never runs out of retries by the draw alone.
+    assert all(a.attempt <= 3 for a in schedule.strikes)
+    assert Fault.PARTITION not in schedule.faults
+    assert all(a.boundary in RULES[a.fault].boundaries for a in schedule.strikes)
+    if Fault.PROVIDER_CRASH in schedule.faults:  # a crash loses what the provider holds: one op, no late
+        assert sum(bool(op) for op in schedule.ops) == 1
+        assert Fault.LATE not in schedule.faults
+
+
+def smallest(condition, scenarios=("none",), max_ops=4) -> Trial:
+    space = trials(TARGETS, scenarios, max_ops, retries=3)
+    return find(space, condition, settings=QUICK)
+
+
+def test_shrinking_goes_to_one_op_the_first_attempt_and_the_simplest_fault():
+    found = smallest(lambda t: bool(t.schedule.strikes))
+    assert found.target == TARGETS[0]
+    assert found.schedule.ops == ((Armed(1, B.JOB_START, F.KILL),),)
+
+
+def test_shrinking_keeps_what_the_failure_needs_and_drops_the_rest():
+    def needs_a_recovery_fault_after_the_effect(t: Trial) -> bool:
+        return any(a.attempt >= 2 and a.boundary is B.AFTER_EFFECT for a in t.schedule.strikes) and any(
+            a.attempt == 1 for a in t.schedule.strikes
+        )
+
+    found = smallest(needs_a_recovery_fault_after_the_effect)
+    assert found.schedule.ops == ((Armed(1, B.JOB_START, F.KILL), Armed(2, B.AFTER_EFFECT, F.KILL)),)
+
+
+def test_the_plainer_scenario_and_the_duplicate_delivery():
+    found = smallest(lambda t: t.schedule.scenario != "none", scenarios=EVERYWHERE)
+    assert (found.schedule.scenario, found.schedule.ops) == ("duplicate-enqueue", ((),))
+    held = smallest(lambda t: HELD_FOR_DUPLICATE in t.schedule.strikes, scenarios=EVERYWHERE)
+    assert held.schedule.ops == ((HELD_FOR_DUPLICATE,),)
+
+
+def test_a_batch_shrinks_to_the_one_trial_that_fails():
+    space = batches(trials(TARGETS, ("none",), 3, 3), 4)
+    found = find(space, lambda batch: any(t.target.handler for t in batch), settings=QUICK)
+    assert len(found) == 1 and found[0].target == TARGETS[1] and found[0].schedule.ops == ((),)
