@@ -185,12 +185,9 @@ def _finish(ran: Any, out: Output) -> int:
 
 
 def write_report(run: Path) -> Path:
-    from testbed.lab import results
-    from testbed.lab.history import read_history
-    from testbed.report import html
+    from testbed.report import page
 
-    page = html.render(results.read(run / RESULTS), read_history(run))
-    (run / REPORT).write_text(page)
+    (run / REPORT).write_text(page.of_run(run))
     return run / REPORT
 
 
