@@ -32,7 +32,7 @@ from testbed.report import cells, document
 from testbed.report.cells import Anchor, CellTimeline, op_timeline
 from testbed.report.effects import NOTHING, ProviderSide
 from testbed.report.latency import recovery_mode, replay_latency
-from testbed.report.plots import Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
+from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import LEGEND, grid_text, grids, load_grid, stored_cell_text, stored_row_key
@@ -475,12 +475,22 @@ def _latency_figure(
     lines = [head]
     for s in strips:
         stats = s.stats or {}
-        numbers = [f"{stats[k]:,.1f}" if k in stats else DASH for k in ("min", "median", "p99", "max")]
+        numbers = [_stat(stats, k, len(s.values)) for k in ("min", "median", "p99", "max")]
         lines.append(el("tr", el("th", esc(s.name)) + "".join(el("td", esc(c)) for c in [len(s.values), *numbers])))
+    notes = [f"p99 from {P99_FROM} values on (below, the dashed line is the maximum)."]
+    if any(len(s.values) > MAX_DOTS for s in strips):
+        notes.append(f"A strip draws {MAX_DOTS:,} of its values, evenly spread by value; the statistics are over all.")
     caption = el("figcaption", el("strong", esc(mode)) + esc(f" · {len(values['replay'])} kill(s) replayed"))
     plot = el("div", strip_plot(strips, extent=extent), class_="plot")
-    body = caption + plot + el("table", "".join(lines), class_="stats")
+    body = caption + plot + el("table", "".join(lines), class_="stats") + _note(" ".join(notes))
     return el("figure", body, class_="latency-plot", data_mode=mode, data_kills=len(values["replay"]))
+
+
+def _stat(stats: Mapping[str, float], key: str, n: int) -> str:
+    """A statistic of n values, as the tables show it: no p99 of fewer than P99_FROM values."""
+    if key not in stats or (key == "p99" and n < P99_FROM):
+        return DASH
+    return f"{stats[key]:,.1f}"
 
 
 def _latency_table(rows: Sequence[ResultRow]) -> str:
@@ -490,7 +500,7 @@ def _latency_table(rows: Sequence[ResultRow]) -> str:
         stats = row.replay_latency_ms
         if stats is None:
             continue
-        numbers = [f"{n:,.1f}" for n in (stats.min, stats.median, stats.p99, stats.max)]
+        numbers = [_stat(stats.model_dump(), k, row.kills) for k in ("min", "median", "p99", "max")]
         cells = [document.label(row), row.kills, row.replays, *numbers]
         lines.append(el("tr", "".join(el("td", esc(c)) for c in cells)))
     if len(lines) == 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from testbed.report.cells import OUTCOMES, CellTimeline, Mark, OpRow, Span, Track
+from testbed.report.cells import OUTCOMES, CellTimeline, Mark, OpRow, Span, Track, spread
 from testbed.report.svg import PALETTE, Linear, Log, Scale, el, esc, fmt, svg, text, tip, void, x_axis, y_axis
 
 # ---------------------------------------------------------------- a cell's timeline
@@ -203,6 +203,11 @@ def timeline_legend(kinds: Iterable[str], outcomes: Iterable[str]) -> str:
 # ---------------------------------------------------------------- latency strips
 
 
+P99_FROM = 20  # samples: below this a 99th percentile is the maximum by another name, so the maximum is shown
+MAX_DOTS = 1000  # per strip: a long run's strip is drawn from this many of its values, spread by value
+CHAR_W = 6.4  # width of a character of the plots' 11 px labels
+
+
 @dataclass(frozen=True, slots=True)
 class Strip:
     name: str
@@ -211,11 +216,18 @@ class Strip:
     stats: Mapping[str, float] | None  # min / median / p99 / max of the values
 
 
+def tail(stats: Mapping[str, float], n: int) -> tuple[str, float]:
+    """The high statistic worth showing for n samples: p99 from P99_FROM samples on, else the maximum."""
+    return ("p99", stats["p99"]) if n >= P99_FROM else ("max", stats["max"])
+
+
 def strip_plot(strips: Sequence[Strip], width: int = 1000, extent: tuple[float, float] | None = None) -> str:
-    """One row of dots per strip, median (solid) and p99 (dashed) marked. Requeues take milliseconds
-    and replays up to a minute, so a wide range is drawn on a log scale. `extent`: the (min, max)
-    to scale to, so that plots drawn side by side share their axis."""
-    left, right, top, row = 150, 24, 16, 66
+    """One row of dots per strip, its median (solid) and its tail (dashed: p99, or the maximum of
+    few samples) marked. Requeues take milliseconds and replays up to a minute, so a wide range is
+    drawn on a log scale. `extent`: the (min, max) to scale to, so that plots drawn side by side
+    share their axis. The statistics' labels sit in a band above the lines, each on the side away
+    from the other, inside the plot."""
+    left, right, top, row, band = 150, 24, 16, 70, 16
     values = [v for s in strips for v, _ in s.values]
     lo, hi = extent or (min(values, default=1.0), max(values, default=1.0))
     wide = lo <= 0 or hi / max(lo, 1e-9) > 20
@@ -224,24 +236,49 @@ def strip_plot(strips: Sequence[Strip], width: int = 1000, extent: tuple[float, 
     parts = []
     for i, strip in enumerate(strips):
         y0 = top + i * row
-        body = [void("rect", x=left, y=y0 + 4, width=width - left - right, height=row - 8, class_="lane-bg")]
-        body.append(text(left - 10, y0 + row / 2 + 4, strip.name, class_="lane-name", text_anchor="end"))
-        for j, (value, note) in enumerate(strip.values):
+        body = [
+            void("rect", x=left, y=y0 + 4 + band, width=width - left - right, height=row - 8 - band, class_="lane-bg")
+        ]
+        body.append(
+            text(left - 10, y0 + band + (row - band) / 2 + 4, strip.name, class_="lane-name", text_anchor="end")
+        )
+        drawn = spread(sorted(strip.values), MAX_DOTS)
+        for j, (value, note) in enumerate(drawn):
             jitter = (j * 0.6180339887) % 1.0  # golden-ratio spread: deterministic, no overlap pattern
-            cy = y0 + 20 + jitter * (row - 40)
+            cy = y0 + band + 14 + jitter * (row - band - 28)
             body.append(el("circle", tip(f"{note}: {value:.1f} ms"), cx=x(value), cy=cy, r=4, class_="dot"))
         if strip.stats:
-            # median's label at the top left of its line, p99's at the bottom right: they never collide
-            for key, ly, anchor, dx in (("median", y0 + 15, "end", -4), ("p99", y0 + row - 8, "start", 4)):
-                sx = x(strip.stats[key])
-                body.append(void("line", x1=sx, x2=sx, y1=y0 + 4, y2=y0 + row - 4, class_=f"stat {key}"))
-                label = f"{key} {strip.stats[key]:,.1f}"
-                body.append(text(sx + dx, ly, label, class_=f"stat-label {key}", text_anchor=anchor))
+            stats = [("median", strip.stats["median"]), tail(strip.stats, len(strip.values))]
+            lines = [(key, x(value)) for key, value in stats]
+            starts = _label_starts([(f"{key} {value:,.1f}", x(value)) for key, value in stats], 2.0, width - 2.0)
+            for (key, sx), (label, lx) in zip(lines, starts, strict=True):
+                body.append(void("line", x1=sx, x2=sx, y1=y0 + 4 + band, y2=y0 + row - 4, class_=f"stat {key}"))
+                body.append(text(lx, y0 + band, label, class_=f"stat-label {key}"))
         kind = strip.kind
-        parts.append(el("g", "".join(body), class_=f"strip {kind}", data_kind=kind, data_n=len(strip.values)))
+        parts.append(
+            el(
+                "g",
+                "".join(body),
+                class_=f"strip {kind}",
+                data_kind=kind,
+                data_n=len(strip.values),
+                data_drawn=len(drawn),
+            )
+        )
     caption = "ms from the kill" + (" (log scale)" if wide else "")
-    parts.append(x_axis(x, bottom + 2, top + 4, fmt, 8, caption))
+    parts.append(x_axis(x, bottom + 2, top + 4 + band, fmt, 8, caption))
     return svg(width, bottom + 40, "".join(parts), class_="strip-svg")
+
+
+def _label_starts(labels: Sequence[tuple[str, float]], lo: float, hi: float) -> list[tuple[str, float]]:
+    """Where two labels of lines at x (low, high) start: the low one ends left of its line, the high one
+    starts right of its own, both kept within [lo, hi], and apart by 8 px at least."""
+    (low, x_low), (high, x_high) = labels
+    w_low, w_high = len(low) * CHAR_W, len(high) * CHAR_W
+    start_high = min(x_high + 4, hi - w_high)
+    start_low = max(lo, min(x_low - 4 - w_low, start_high - 8 - w_low))
+    start_high = max(start_high, start_low + w_low + 8)
+    return [(low, start_low), (high, start_high)]
 
 
 # ---------------------------------------------------------------- time series

@@ -80,12 +80,13 @@ svg .caption, svg .legend-text { font-size:11.5px; fill:var(--muted); }
 svg .dot { fill:#0072B2; fill-opacity:.6; }
 svg .strip.requeue .dot { fill:#CC79A7; }
 svg .stat { stroke:var(--ink); stroke-width:1.5; }
-svg .stat.p99 { stroke-dasharray:4 3; }
-svg .stat-label { font-size:11px; fill:var(--ink); }
+svg .stat.p99, svg .stat.max { stroke-dasharray:4 3; }
 svg .series-line { fill:none; stroke-width:2; }
 svg line[stroke] { stroke-width:3; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 18px; margin:4px 0 10px; font-size:12.5px; color:var(--muted); }
 .legend-item { display:inline-flex; align-items:center; gap:6px; }
+svg .stat-label { font-size:11px; fill:var(--ink); paint-order:stroke; stroke:#fff; stroke-width:3px;
+  stroke-linejoin:round; }
 details.timeline-group { border-top:1px solid var(--line); padding:6px 0; }
 details.timeline-group > summary { font-weight:600; color:var(--ink); }
 details.timeline-group > details.cell-timelines { margin-left:16px; }

@@ -243,6 +243,23 @@ def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot():
     assert all(b - a >= plots.GAP - 0.1 for a, b in itertools.pairwise(xs))
 
 
+def test_p99_only_from_enough_samples_and_its_label_on_the_plot():
+    few = [(10.0, "a"), (400.0, "b")]
+    dom = parse(plots.strip_plot([plots.Strip("s", "replay", few, {"min": 10, "median": 205, "p99": 400, "max": 400})]))
+    assert [line.attrs["class"] for line in dom.find_all("line") if "stat" in line.classes] == [
+        "stat median",
+        "stat max",
+    ]
+    many = [(float(v), "v") for v in range(1, 101)]
+    stats = {"min": 1.0, "median": 50.5, "p99": 99.0, "max": 100.0}
+    dom = parse(plots.strip_plot([plots.Strip("s", "replay", many, stats)], width=1000))
+    median, p99 = dom.find_all("text", "stat-label")
+    assert p99.all_text() == "p99 99.0" and median.all_text() == "median 50.5"
+    # at the right edge, its label ends within the plot, clear of the median's
+    right = float(p99.attrs["x"]) + len(p99.all_text()) * plots.CHAR_W
+    assert right <= 1000 and float(median.attrs["x"]) + len(median.all_text()) * plots.CHAR_W < float(p99.attrs["x"])
+
+
 def test_the_report_reads_the_provider_log_read_only_and_leaves_it_as_it_was(tmp_path):
     store = Store(tmp_path / "provider.sqlite3")
     store.put_ledger("run.c001", Contract())
@@ -305,6 +322,10 @@ def test_a_run_of_100000_ops_renders_sampled_and_says_so():
     said = " ".join(p.all_text() for p in figure.find_all("p"))
     assert f"{cells.ROWS} of 10000 ops shown: {cells.ROWS} of its 10000 bad ops, evenly spread in time order" in said
     assert len(dom.find_all("details", "events-list")) == cells.ROWS  # the events of the ops shown, not of all
+    (plot,) = dom.find_all("figure", "latency-plot")
+    strip = plot.one("g", "strip", data_kind="replay")
+    assert strip.attrs["data-n"] == "10000" and len(strip.find_all("circle", "dot")) == plots.MAX_DOTS
+    assert "A strip draws 1,000 of its values" in plot.all_text()
 
 
 def test_a_page_from_a_stored_run_on_disk(tmp_path: Path):
