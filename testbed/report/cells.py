@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 from testbed.lab.history import LocalFacts
 from testbed.lab.results import HeldOp
 from testbed.report.document import faulted
-from testbed.report.effects import AtProvider, Effect, Ledger
+from testbed.report.effects import AtProvider, Effect, Ledger, Source
 from workers.flow import LOCALLY_DONE, Outcome
 
 Event = Mapping[str, Any]
@@ -46,7 +46,7 @@ OUTCOMES: dict[OpOutcome, str] = {
 BAD: frozenset[OpOutcome] = frozenset({"duplicated", "missing", "held"})
 ROWS = 50  # at most, per cell: a long cell's timeline stays readable and the page light
 
-# The planner's changes act on the provider's state: drawn on its track.
+# The scenario's changes that act on the provider's state (the rest, on the planner's): drawn on its track.
 _AT_PROVIDER = frozenset({"withdraw", "expire-keys"})
 _SLACK = 60.0  # seconds: how far before the cell's first event a provider time may lie and still be the cell's
 
@@ -134,7 +134,7 @@ class CellTimeline:
     candidates: int  # ops the timeline is about, shown or not
     bad: int  # of which bad (or named by the run)
     shown_bad: int  # of the bad ones, shown
-    provider: str = "log"  # what the run kept of the provider: log | audit | none
+    provider: Source = "log"  # what the run kept of the provider's side
     tally: dict[OpOutcome, int] = field(default_factory=dict)  # the ops it is about, by outcome, worst first
 
     @property
@@ -148,6 +148,8 @@ class CellTimeline:
         others, shown_others = self.candidates - self.bad, len(self.rows) - self.shown_bad
         if self.shown_bad < self.bad:
             how = f"{self.shown_bad} of its {self.bad} bad ops, evenly spread in time order"
+        elif not shown_others:
+            how = f"its {self.bad} bad ops, none of the {others} others"
         else:
             how = f"every bad op ({self.bad}), then {shown_others} of the {others} others, evenly spread in time order"
         return (
@@ -163,7 +165,7 @@ class CellFacts:
     events: Mapping[str, Sequence[Event]]  # op -> its events (watched ops)
     intents: Sequence[Sequence[LocalFacts]] = ()  # each logical action's ops, as history.jsonl's facts lines
     ledger: Ledger | None = None  # the provider's side; None: not kept
-    provider: str = "none"  # log | audit | none
+    provider: Source = "none"  # what the run kept of the provider's side
     held: Sequence[HeldOp] = ()
     breaking: Mapping[str, str] = field(default_factory=dict)  # op -> how it breaks a user's job's promise
     differing: Collection[str] = ()  # ops whose facts differ from the model's

@@ -38,7 +38,7 @@ from testbed.report.svg import el, esc
 from testbed.report.tables import LEGEND, grid_text, grids, load_grid, stored_cell_text, stored_row_key
 
 DASH = "\u2013"  # an absent value
-OPEN_CELLS = 3  # timelines open on the page besides the failing cells' (the first with bad ops)
+OPEN_CELLS, OPEN_ROWS = 3, 60  # timelines open with the page besides the failing cells': so many, so many rows
 
 
 def render(
@@ -321,9 +321,7 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], 
     models = [(i, row, model) for i, row, model in models if model.rows]
     if not models:
         return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
-    # Open: every failing cell's, and the first few with bad ops (or the first few); the rest one click away.
-    bad_first = sorted(models, key=lambda m: not m[2].bad)[:OPEN_CELLS]
-    opened = {i for i, row, _ in models if not row.passed} | {i for i, _, _ in bad_first}
+    opened = _opened(models)
     groups: dict[tuple[str, str], list[str]] = {}
     for i, row, model in models:
         block = _timeline_figure(i, document.label(row), model, row, i in opened)
@@ -360,6 +358,19 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], 
     return "timelines", f"Timelines ({total})", intro + timeline_legend(kinds, outcomes) + body
 
 
+def _opened(models: Sequence[tuple[int, ResultRow, CellTimeline]]) -> set[int]:
+    """The cells whose timelines open with the page: every failing cell's, and the first few with bad ops
+    (or the first few) within OPEN_ROWS rows, at least one; the rest are one click away."""
+    opened = {i for i, row, _ in models if not row.passed}
+    rows = 0
+    for i, _, model in sorted(models, key=lambda m: not m[2].bad)[:OPEN_CELLS]:
+        rows += len(model.rows)
+        if rows > OPEN_ROWS and rows > len(model.rows):
+            break
+        opened.add(i)
+    return opened
+
+
 def _sum_tallies(tallies: Iterable[Mapping[cells.OpOutcome, int]]) -> dict[cells.OpOutcome, int]:
     out: dict[cells.OpOutcome, int] = {}
     for tally in tallies:
@@ -389,7 +400,7 @@ def _timeline_figure(i: int, label: str, model: CellTimeline, row: ResultRow, op
         data_provider=model.provider,
     )
     tables = "".join(
-        _events_table(r.events, model.anchor, r.op, r.judged.word if r.judged else "", id=f"ev-{i}-{j}")
+        _events_table(r.events, model.anchor, r.op, r.judged.word if r.judged else "", f"ev-{i}-{j}")
         for j, r in enumerate(model.rows)
         if r.events
     )
@@ -412,7 +423,7 @@ def _events_table(
     anchor: Anchor,
     op: str = "",
     word: str = "",
-    id: str | None = None,
+    element_id: str | None = None,
 ) -> str:
     """An op's events in time order, times in ms from the anchor of the plot it belongs to."""
     ordered = sorted(events, key=lambda e: e["at"])
@@ -428,13 +439,13 @@ def _events_table(
             elif isinstance(value, list):
                 value = ", ".join(map(str, value))
             details.append(f"{key} {value}")
-        cells_ = [f"{(e['at'] - t0) * 1000:+,.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
-        lines.append(el("tr", "".join(el("td", esc(c)) for c in cells_), class_=f"ev-{e['event']}"))
+        columns = [f"{(e['at'] - t0) * 1000:+,.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
+        lines.append(el("tr", "".join(el("td", esc(c)) for c in columns), class_=f"ev-{e['event']}"))
     what = ", ".join(p for p in (op, word) if p)
     what = f"{what}: " if what else ""
     summary = el("summary", esc(f"{what}{len(ordered)} events, ms from {anchor.name}"))
     table = el("table", "".join(lines), class_="events")
-    return el("details", summary + table, class_="events-list", id=id, data_op=op or None)
+    return el("details", summary + table, class_="events-list", id=element_id, data_op=op or None)
 
 
 # ---------------------------------------------------------------- latency

@@ -193,6 +193,8 @@ def test_bad_ops_first_at_most_n_rows_and_the_page_says_how_it_chose():
     assert model.tally == {"duplicated": 3, "missing": 1, "once": 117}
     small = cell_timeline(CellFacts({"op-1": events["op-1"]}, intents[:1], Ledger(ops), "log"))
     assert small.sampling() == ""
+    as_many = cell_timeline(CellFacts(events, intents, Ledger(ops), "log"), limit=4)
+    assert as_many.sampling().startswith("4 of 121 ops shown: its 4 bad ops, none of the 117 others.")
 
 
 def test_an_effect_on_a_clock_the_scenario_moved_is_drawn_at_its_attempts_answer():
@@ -317,6 +319,7 @@ def test_a_run_of_100000_ops_renders_sampled_and_says_so():
     dom = parse(html.render(results, lines, provider))
     (figure,) = dom.find_all("figure", "cell-timeline")
     assert figure.attrs["data-ops"] == "10000" and figure.attrs["data-rows"] == str(cells.ROWS)
+    assert "open" in dom.one("details", "cell-timelines").attrs  # its bad ops: open with the page
     rows = figure.find_all("g", "op-row")
     assert len(rows) == cells.ROWS and {r.attrs["data-outcome"] for r in rows} == {"duplicated"}
     said = " ".join(p.all_text() for p in figure.find_all("p"))
