@@ -15,12 +15,12 @@ from testbed.report import effects, html
 
 
 def of_run(run: Path) -> str:
-    with _collector_paused():
+    with collector_paused():
         return html.render(results.read(run / RESULTS), read_history(run), effects.read(run))
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """A long run's history and provider log are hundreds of thousands of small records held at
     once, none of them in a cycle: the cyclic collector would walk them again and again as they
     are made (most of the time a 100,000-op run's report took)."""
