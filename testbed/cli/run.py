@@ -234,13 +234,10 @@ def _finish(ran: Any, out: Output) -> int:
 
 
 def write_report(run: Path) -> Path:
-    from testbed.lab import results
-    from testbed.lab.history import read_history
-    from testbed.report import html
+    from testbed.report import page
 
-    page = html.render(results.read(run / RESULTS), read_history(run))
     with replaced(run / REPORT) as out:
-        out.write(page.encode())
+        out.write(page.of_run(run).encode())
     return run / REPORT
 
 

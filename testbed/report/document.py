@@ -8,16 +8,18 @@ each event's line carries the event's own fields (as under a row's
     {"type": "event", "cell": "c003", "op": "tenant-demo:notification:10",
      "event": "killed", "at": 1796016247.57, ...}
 
-Where the stream has events for a cell, they replace the row's `history`;
-lines of other kinds (cells, per-op facts) are ignored here.
+Where the stream has events for a cell, they replace the row's `history`.
+The stream's cell lines name each cell's ledger at the provider, and its
+facts lines each logical action's ops as the run judged them (`facts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.lab.history import EventLine, Line
+from testbed.lab.history import CellLine, EventLine, FactsLine, Line, LocalFacts
 from testbed.lab.results import ResultRow, Results
 from testbed.report.tables import RANDOM
 
@@ -32,11 +34,13 @@ EVENT_KINDS = (
     "worker-restarted",
     "recovered",
     "nemesis",
+    "partitioned",
+    "healed",
     "contact",
     "call-timeout",
     "attempt-end",
 )
-FAULT_EVENTS = frozenset({"hit", "killed"})
+FAULT_EVENTS = frozenset({"hit", "killed", "partitioned"})
 
 
 def label(row: ResultRow) -> str:
@@ -57,7 +61,7 @@ def command(results: Results) -> str:
 
 
 def faulted(events: Iterable[Event]) -> bool:
-    """An op a fault struck: a boundary was hit or a process killed."""
+    """An op a fault struck: a boundary was hit, a process killed or its host cut off."""
     return any(e["event"] in FAULT_EVENTS for e in events)
 
 
@@ -79,4 +83,28 @@ def histories(results: Results, stream: Iterable[Line] | None = None) -> list[Hi
         streamed.setdefault(i, {}).setdefault(line.op, []).append(line.stored_event())
     for i, history in streamed.items():
         out[i] = history
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What the stream says of a row's cell besides its events."""
+
+    ledger: str | None = None  # its ledger at the provider
+    intents: list[list[LocalFacts]] = field(default_factory=list)  # each logical action's ops
+
+
+def judged(results: Results, stream: Iterable[Line] | None = None) -> list[Judged]:
+    """Per row (in the document's order), its cell's ledger and facts lines."""
+    out = [Judged() for _ in results.rows]
+    index = {r.cell: i for i, r in enumerate(results.rows) if r.cell is not None}
+    for line in stream or ():
+        if isinstance(line, FactsLine):
+            i = index.get(line.cell)
+            if i is not None:
+                out[i].intents.append(line.ops)
+        elif isinstance(line, CellLine):
+            i = index.get(line.cell)
+            if i is not None:
+                out[i] = Judged(line.ledger, out[i].intents)
     return out

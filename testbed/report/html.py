@@ -15,7 +15,8 @@ data-attributes, so a test (or a reader's browser tools) can find them:
 - `#load` (load runs): throughput, kills and effects over time
   (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
 - `#coverage` (explore runs): what the trials armed and struck (`testbed.report.explore`);
-- `#timelines`: every faulted op (`figure.timeline[data-op][data-cell]`).
+- `#timelines`: one timeline per cell (`figure.cell-timeline[data-cell]`), a row per
+  faulted op (`g.op-row[data-op][data-outcome]`), and each op's events below it.
 """
 
 from __future__ import annotations
@@ -24,38 +25,35 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from labcore.scoped import user_op_id
 from testbed.judge.scorecard import latency_stats
 from testbed.lab.history import Line as HistoryLine
 from testbed.lab.results import OpDifference, ResultRow, Results
-from testbed.report import document, explore, findings
+from testbed.report import cells, document, explore, findings
+from testbed.report.cells import Anchor, CellTimeline, op_timeline
+from testbed.report.effects import NOTHING, ProviderSide
 from testbed.report.latency import recovery_mode, replay_latency
-from testbed.report.plots import (
-    Line,
-    Strip,
-    anchor_of,
-    line_chart,
-    op_timeline,
-    strip_plot,
-    timeline_legend,
-    timeline_svg,
-)
+from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import grid_text, grids, legend, load_grid, stored_cell_text, stored_row_key
 
 DASH = "\u2013"  # an absent value
-MAX_TIMELINES_PER_CELL = 200  # a long load run's store may hold thousands of faulted ops per cell
+OPEN_CELLS, OPEN_ROWS = 3, 60  # timelines open with the page besides the failing cells': so many, so many rows
 
 
 def render(
     results: Results,
     history: Iterable[HistoryLine] | None = None,
+    provider: ProviderSide = NOTHING,
     *,
-    max_timelines_per_cell: int = MAX_TIMELINES_PER_CELL,
+    max_rows_per_cell: int = cells.ROWS,
 ) -> str:
-    """The page for a run's results; `history` is the run's event stream (see `document`)."""
+    """The page for a run's results; `history` is the run's event stream (see `document`),
+    `provider` what the run kept of the provider's side (`effects.read`)."""
     rows = results.rows
-    per_row = document.histories(results, history)
+    lines = None if history is None else list(history)  # read by the timelines too
+    per_row = document.histories(results, lines)
     load = document.is_load(results)
     # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
     sections = [
@@ -66,7 +64,7 @@ def render(
         _latency_section(results, rows, per_row),
         *([_load_section(rows)] if load else []),
         *filter(None, [explore.coverage_section(results)]),
-        _timelines_section(rows, per_row, max_timelines_per_cell),
+        _timelines_section(rows, _cell_facts(results, per_row, lines, provider), max_rows_per_cell),
     ]
     title = f"testbed {document.command(results)} {results.run}".strip()
     return _page(title, sections)
@@ -314,71 +312,152 @@ def _faulted_ops(history: document.History) -> list[tuple[str, list[dict[str, An
     return [(op, events) for op, events in history.items() if events and document.faulted(events)]
 
 
-def _timelines_section(rows: Sequence[ResultRow], per_row: list[document.History], limit: int) -> tuple[str, str, str]:
-    blocks, total = [], 0
-    cells = [(i, r, _faulted_ops(per_row[i])) for i, r in enumerate(rows)]
-    cells = [(i, r, ops) for i, r, ops in cells if ops]
-    every = sum(len(ops) for _, _, ops in cells)
-    for i, row, ops in cells:
-        label = document.label(row)
-        shown = ops[:limit]
-        total += len(shown)
-        figures = "".join(_timeline_figure(i, j, label, op, events) for j, (op, events) in enumerate(shown))
-        if len(shown) < len(ops):
-            figures += _note(f"{len(shown)} of {len(ops)} faulted ops shown; the run's store holds every one.")
-        stats = row.replay_latency_ms
-        latency = f"; replay median {stats.median:,.1f} ms" if stats else ""
-        summary = el("summary", esc(label) + el("span", esc(f"{len(ops)} faulted op(s){latency}"), class_="count"))
-        open_ = every <= 40 or not row.passed
-        blocks.append(
-            el(
-                "details",
-                summary + figures,
-                class_="cell-timelines",
-                id=f"cell-{i}",
-                open=open_,
-                data_cell=label,
-                data_ops=len(ops),
+def _cell_facts(
+    results: Results, per_row: list[document.History], lines: list[HistoryLine] | None, provider: ProviderSide
+) -> list[cells.CellFacts]:
+    """What the page knows of each row's cell, for its timeline."""
+    out = []
+    for row, history, judged in zip(results.rows, per_row, document.judged(results, lines), strict=True):
+        out.append(
+            cells.CellFacts(
+                history,
+                judged.intents,
+                provider.ledger(judged.ledger),
+                provider.source if judged.ledger is not None else "none",
+                row.held,
+                _breaking(row, judged.ledger),
+                [d.op for d in row.op_differences or ()],
             )
         )
-    if not blocks:
+    return out
+
+
+def _breaking(row: ResultRow, ledger: str | None) -> dict[str, str]:
+    """A user's job's breaking ops, by the op's reference (the job was given it under its ledger)."""
+    given = user_op_id(ledger, "") if ledger is not None else ""
+    return {b.op.removeprefix(given): b.breach for b in row.promise.ops} if row.promise else {}
+
+
+_PROVIDER_NOTES = {
+    "audit": "The run kept the provider's counts, not its times (a provider the run did not start keeps its log"
+    " on its host): outcomes are from its audit, and its effects are not drawn.",
+    "none": "The run kept no record of the provider's side: its effects are not drawn, and outcomes are"
+    " known only where the run's verdict names them.",
+}
+
+
+def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], limit: int) -> tuple[str, str, str]:
+    models = [(i, row, cells.cell_timeline(facts[i], limit)) for i, row in enumerate(rows)]
+    models = [(i, row, model) for i, row, model in models if model.rows]
+    if not models:
         return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
+    opened = _opened(models)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for i, row, model in models:
+        block = _timeline_figure(i, document.label(row), model, row, i in opened)
+        groups.setdefault((row.fault, row.scenario), []).append(block)
+    if len(groups) == 1:
+        body = "".join(next(iter(groups.values())))
+    else:  # one fold per fault and scenario, as the heatmaps: the page opens short
+        body = ""
+        for (fault, scenario), blocks in groups.items():
+            members = [(i, m) for i, row, m in models if (row.fault, row.scenario) == (fault, scenario)]
+            name = f"{fault}, scenario {scenario}: {len(members)} cell(s), "
+            name += _tally(sum((m.candidates for _, m in members)), _sum_tallies(m.tally for _, m in members))
+            summary = el("summary", esc(name))
+            body += el(
+                "details",
+                summary + "".join(blocks),
+                class_="timeline-group",
+                open=any(i in opened for i, _ in members),
+                data_fault=fault,
+                data_scenario=scenario,
+            )
+    kinds = {k for _, _, m in models for r in m.rows for k in r.kinds()}
+    outcomes = {r.outcome for _, _, m in models for r in m.rows if r.outcome}
     intro = _note(
-        "One lane per worker process; attempts as bars, from their start to their end or their kill. "
-        "Times in ms from the op's kill (or its first hit when nothing was killed)."
+        "One timeline per cell, on one time axis from the cell's start: a row per op a fault struck (and any op"
+        " whose outcome is bad), bad ops first, each coloured by what became of it at the provider. On each row,"
+        " top to bottom: what the lab did (the fault's boundary reached, a fresh worker, the scenario's changes),"
+        " the attempts (bars from start to end or kill; dashed: waiting in the queue), and the provider's effects"
+        " at the time it applied them, from its log. Hover over anything for its details; each op's events are"
+        f" listed below its cell's timeline. A timeline shows at most {limit} rows: every bad op first, then the"
+        " others evenly spread in time order; where it leaves ops out, it says how many."
     )
-    legend = timeline_legend()
-    return "timelines", f"Timelines ({total})", intro + legend + "".join(blocks)
+    total = sum(m.candidates for _, _, m in models)
+    return "timelines", f"Timelines ({total})", intro + timeline_legend(kinds, outcomes) + body
 
 
-def _timeline_figure(i: int, j: int, label: str, op: str, events: list[dict[str, Any]]) -> str:
-    model = op_timeline(events)
-    spans = replay_latency(events)
-    caption = el("span", esc(op), class_="op")
-    if spans is not None:
-        parts = []
-        if spans.requeue_ms is not None:
-            parts.append(f"requeued {spans.requeue_ms:,.1f} ms")
-        if spans.replay_ms is not None:
-            parts.append(f"next attempt {spans.replay_ms:,.1f} ms after the kill")
-        caption += el("span", esc(", ".join(parts) or "not replayed"), class_="spans")
-    body = el("figcaption", caption) + el("div", timeline_svg(model), class_="plot")
-    body += _events_table(events, model.anchor)
-    return el(
+def _opened(models: Sequence[tuple[int, ResultRow, CellTimeline]]) -> set[int]:
+    """The cells whose timelines open with the page: every failing cell's, and the first few with bad ops
+    (or the first few) within OPEN_ROWS rows, at least one; the rest are one click away."""
+    opened = {i for i, row, _ in models if not row.passed}
+    rows = 0
+    for i, _, model in sorted(models, key=lambda m: not m[2].bad)[:OPEN_CELLS]:
+        rows += len(model.rows)
+        if rows > OPEN_ROWS and rows > len(model.rows):
+            break
+        opened.add(i)
+    return opened
+
+
+def _sum_tallies(tallies: Iterable[Mapping[cells.OpOutcome, int]]) -> dict[cells.OpOutcome, int]:
+    out: dict[cells.OpOutcome, int] = {}
+    for tally in tallies:
+        for name, n in tally.items():
+            out[name] = out.get(name, 0) + n
+    return {name: out[name] for name in cells.OUTCOMES if name in out}
+
+
+def _tally(ops: int, tally: Mapping[cells.OpOutcome, int]) -> str:
+    said = ", ".join(f"{n} {cells.OUTCOMES[name]}" for name, n in tally.items())
+    return f"{ops} op(s)" + (f": {said}" if said else "")
+
+
+def _timeline_figure(i: int, label: str, model: CellTimeline, row: ResultRow, opened: bool) -> str:
+    stats = row.replay_latency_ms
+    latency = f"; replay median {stats.median:,.1f} ms" if stats else ""
+    count = el("span", esc(_tally(model.candidates, model.tally) + latency), class_="count")
+    summary = el("summary", esc(label) + count)
+    notes = "".join(_note(n) for n in (model.sampling(), _PROVIDER_NOTES.get(model.provider, "")) if n)
+    figure = el(
         "figure",
-        body,
-        class_="timeline",
-        id=f"tl-{i}-{j}",
-        data_op=op,
+        el("div", timeline_svg(model), class_="plot") + notes,
+        class_="cell-timeline",
         data_cell=label,
-        data_anchor=model.anchor,
-        data_kills=sum(e["event"] == "killed" for e in events),
+        data_rows=len(model.rows),
+        data_ops=model.candidates,
+        data_provider=model.provider,
+    )
+    tables = "".join(
+        _events_table(r.events, model.anchor, r.op, r.judged.word if r.judged else "", f"ev-{i}-{j}")
+        for j, r in enumerate(model.rows)
+        if r.events
+    )
+    if tables:
+        shown = sum(bool(r.events) for r in model.rows)
+        tables = el("details", el("summary", esc(f"each op's events ({shown})")) + tables, class_="op-events")
+    return el(
+        "details",
+        summary + figure + tables,
+        class_="cell-timelines",
+        id=f"cell-{i}",
+        open=opened,
+        data_cell=label,
+        data_ops=model.candidates,
     )
 
 
-def _events_table(events: Sequence[Mapping[str, Any]], anchor: str) -> str:
+def _events_table(
+    events: Sequence[Mapping[str, Any]],
+    anchor: Anchor,
+    op: str = "",
+    word: str = "",
+    element_id: str | None = None,
+) -> str:
+    """An op's events in time order, times in ms from the anchor of the plot it belongs to."""
     ordered = sorted(events, key=lambda e: e["at"])
-    _, t0 = anchor_of(ordered)  # the same 0 ms as the plot
+    t0 = anchor.at
     lines = [el("tr", "<th>ms</th><th>event</th><th>worker</th><th>details</th>")]
     for e in ordered:
         details = []
@@ -386,14 +465,17 @@ def _events_table(events: Sequence[Mapping[str, Any]], anchor: str) -> str:
             if key in ("event", "at", "worker"):
                 continue
             if key.endswith("At") and isinstance(value, int | float):
-                value = f"{(value - t0) * 1000:+.1f} ms"
+                value = f"{(value - t0) * 1000:+,.1f} ms"
             elif isinstance(value, list):
                 value = ", ".join(map(str, value))
             details.append(f"{key} {value}")
-        cells = [f"{(e['at'] - t0) * 1000:+.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
-        lines.append(el("tr", "".join(el("td", esc(c)) for c in cells), class_=f"ev-{e['event']}"))
-    summary = el("summary", esc(f"{len(ordered)} events, ms from the {anchor}"))
-    return el("details", summary + el("table", "".join(lines), class_="events"), class_="events-list")
+        columns = [f"{(e['at'] - t0) * 1000:+,.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
+        lines.append(el("tr", "".join(el("td", esc(c)) for c in columns), class_=f"ev-{e['event']}"))
+    what = ", ".join(p for p in (op, word) if p)
+    what = f"{what}: " if what else ""
+    summary = el("summary", esc(f"{what}{len(ordered)} events, ms from {anchor.name}"))
+    table = el("table", "".join(lines), class_="events")
+    return el("details", summary + table, class_="events-list", id=element_id, data_op=op or None)
 
 
 # ---------------------------------------------------------------- latency
@@ -434,12 +516,22 @@ def _latency_figure(
     lines = [head]
     for s in strips:
         stats = s.stats or {}
-        numbers = [f"{stats[k]:,.1f}" if k in stats else DASH for k in ("min", "median", "p99", "max")]
+        numbers = [_stat(stats, k, len(s.values)) for k in ("min", "median", "p99", "max")]
         lines.append(el("tr", el("th", esc(s.name)) + "".join(el("td", esc(c)) for c in [len(s.values), *numbers])))
+    notes = [f"p99 from {P99_FROM} values on (below, the dashed line is the maximum)."]
+    if any(len(s.values) > MAX_DOTS for s in strips):
+        notes.append(f"A strip draws {MAX_DOTS:,} of its values, evenly spread by value; the statistics are over all.")
     caption = el("figcaption", el("strong", esc(mode)) + esc(f" · {len(values['replay'])} kill(s) replayed"))
     plot = el("div", strip_plot(strips, extent=extent), class_="plot")
-    body = caption + plot + el("table", "".join(lines), class_="stats")
+    body = caption + plot + el("table", "".join(lines), class_="stats") + _note(" ".join(notes))
     return el("figure", body, class_="latency-plot", data_mode=mode, data_kills=len(values["replay"]))
+
+
+def _stat(stats: Mapping[str, float], key: str, n: int) -> str:
+    """A statistic of n values, as the tables show it: no p99 of fewer than P99_FROM values."""
+    if key not in stats or (key == "p99" and n < P99_FROM):
+        return DASH
+    return f"{stats[key]:,.1f}"
 
 
 def _latency_table(rows: Sequence[ResultRow]) -> str:
@@ -449,7 +541,7 @@ def _latency_table(rows: Sequence[ResultRow]) -> str:
         stats = row.replay_latency_ms
         if stats is None:
             continue
-        numbers = [f"{n:,.1f}" for n in (stats.min, stats.median, stats.p99, stats.max)]
+        numbers = [_stat(stats.model_dump(), k, row.kills) for k in ("min", "median", "p99", "max")]
         cells = [document.label(row), row.kills, row.replays, *numbers]
         lines.append(el("tr", "".join(el("td", esc(c)) for c in cells)))
     if len(lines) == 1:

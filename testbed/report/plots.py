@@ -1,273 +1,211 @@
-"""The report's plots as SVG text: an op's timeline (one lane per worker
-process, in the manner of Jepsen's timeline.html), a strip plot of latencies,
-and line charts of a time series. Pure: data in, markup out."""
+"""The report's plots as SVG text: a cell's timeline (a row per op on one time
+axis, `testbed.report.cells`), a strip plot of latencies, and line charts of
+a time series. Pure: data in, markup out.
+
+No text is drawn inside a plot's data area: names sit in its left margin,
+numbers in tooltips and tables, so a label never collides with a line, a
+mark or another label.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from testbed.report.svg import PALETTE, Linear, Log, Scale, el, fmt, svg, text, tip, void, x_axis, y_axis
+from testbed.report.cells import OUTCOMES, CellTimeline, Mark, OpRow, Span, Track, spread
+from testbed.report.svg import PALETTE, Linear, Log, Scale, el, esc, fmt, svg, text, tip, void, x_axis, y_axis
 
-Event = Mapping[str, Any]
-QUEUE = "queue"  # the lane of what happens to the job outside any worker: requeues, the nemesis
+# ---------------------------------------------------------------- a cell's timeline
 
-
-MINUS = "\u2212"  # typographic minus: ticks line up with the plus signs
-
-
-def _signed_ms(value: float) -> str:
-    return "0" if value == 0 else f"{'+' if value > 0 else MINUS}{fmt(abs(value))}"
-
-
-# ---------------------------------------------------------------- timeline model
-
-
-@dataclass(slots=True)
-class Bar:
-    """One attempt, in its worker's lane; times in ms from the anchor."""
-
-    lane: str
-    attempt: int
-    pid: int | None
-    start: float
-    end: float | None = None
-    how: str = "open"  # ended | killed | open (no end recorded)
-    outcome: str = ""
-
-    @property
-    def replay(self) -> bool:
-        return self.attempt > 1
+GUTTER = 236  # the left margin: each row's op and outcome
+RIGHT = 16
+ROW_H = 34  # a row with one attempt at a time; each attempt that overlaps another adds SLOT_H
+SLOT_H = 11
+TRACK_Y: dict[Track, float] = {"lab": 7, "attempt": 17, "provider": 27}  # from the row's top (see `symbol`)
+GAP = 9.0  # px between two marks of one track: never on top of each other
+AXIS_H = 30
+SECONDS_FROM = 10_000  # ms: a longer axis is labelled in seconds
+OP_CHARS = 34  # of an op's name in the margin; the tooltip has all of it
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
-    lane: str
-    at: float
-    kind: str  # hit | kill | contact | timeout | restart | requeue | enqueued | nemesis
-    label: str  # short, drawn on the plot
-    detail: str  # the tooltip
+def _tracks_y(row: OpRow, y0: float, slot: int = 0) -> dict[Track, float]:
+    extra = (row.slots - 1) * SLOT_H
+    return {
+        "lab": y0 + TRACK_Y["lab"],
+        "attempt": y0 + TRACK_Y["attempt"] + slot * SLOT_H,
+        "provider": y0 + TRACK_Y["provider"] + extra,
+    }
 
 
-@dataclass(slots=True)
-class OpTimeline:
-    anchor: str  # what 0 ms is: "kill", "first hit" or "first event"
-    lanes: list[str] = field(default_factory=list)
-    bars: list[Bar] = field(default_factory=list)
-    marks: list[Mark] = field(default_factory=list)
-    links: list[tuple[float, float, str]] = field(default_factory=list)  # enqueued at -> started at, on lane
-    dead: dict[str, float] = field(default_factory=dict)  # lane -> from when its worker is gone
-
-    def span(self) -> tuple[float, float]:
-        times = [0.0, *(m.at for m in self.marks)]
-        for b in self.bars:
-            times += [b.start] + ([b.end] if b.end is not None else [])
-        return min(times), max(times)
+def _row_height(row: OpRow) -> float:
+    return ROW_H + (row.slots - 1) * SLOT_H
 
 
-def anchor_of(events: Sequence[Event]) -> tuple[str, float]:
-    """0 ms: the first kill, or else the first hit (a fault that kills nothing), or else the first event."""
-    for kind, name in (("killed", "kill"), ("hit", "first hit")):
-        found = [e["at"] for e in events if e["event"] == kind]
-        if found:
-            return name, min(found)
-    return "first event", min(e["at"] for e in events)
-
-
-def op_timeline(events: Sequence[Event]) -> OpTimeline:
-    """The lanes, bars and marks of one op's recorded events."""
-    ordered = sorted(events, key=lambda e: e["at"])
-    anchor, t0 = anchor_of(ordered)
-    model = OpTimeline(anchor)
-
-    def ms(at: float) -> float:
-        return (at - t0) * 1000
-
-    def lane(name: str) -> str:
-        if name not in model.lanes:
-            model.lanes.append(name)
-        return name
-
-    def bar_of(attempt: int | None, pids: Iterable[int | None]) -> Bar | None:
-        wanted = set(pids)
-        same = [b for b in model.bars if b.attempt == attempt]
-        return next((b for b in same if b.pid in wanted), same[-1] if same else None)
-
-    for e in ordered:
-        kind, at, n = e["event"], ms(e["at"]), e.get("attempt")
-        if kind == "attempt-start":
-            model.bars.append(Bar(lane(e["worker"]), n or 0, e.get("pid"), at))
-            enqueued = e.get("enqueuedAt")
-            if n and n > 1 and enqueued is not None:
-                lane(QUEUE)
-                model.marks.append(Mark(QUEUE, ms(enqueued), "enqueued", f"enqueued #{n}", f"attempt {n} enqueued"))
-                model.links.append((ms(enqueued), at, e["worker"]))
-        elif kind == "attempt-end":
-            bar = bar_of(n, [e.get("pid")])
-            if bar is not None and bar.end is None:
-                bar.end, bar.how = at, "ended"
-                bar.outcome = str(e.get("outcome", ""))
-        elif kind == "killed":
-            pids = list(e.get("pids", []))
-            bar = bar_of(n, pids)
-            if bar is not None and bar.end is None:
-                bar.end, bar.how = at, "killed"
-            what = "worker and work-horse" if len(pids) > 1 else "work-horse"
-            detail = f"SIGKILL at {e.get('boundary')}: {what} (pid {', '.join(map(str, pids))})"
-            detail += f", confirmed gone in {e.get('confirmedMs')} ms"
-            model.marks.append(Mark(lane(e["worker"]), at, "kill", "kill", detail))
-            if len(pids) > 1:
-                model.dead.setdefault(e["worker"], at)
-        elif kind == "hit":
-            bar = bar_of(n, [e.get("pid")])
-            where = bar.lane if bar is not None else lane(QUEUE)
-            detail = f"attempt {n} reached {e.get('boundary')} ({e.get('fault')})"
-            model.marks.append(Mark(where, at, "hit", "hit", detail))
-        elif kind == "contact":
-            answer = e.get("answer", "")
-            model.marks.append(Mark(lane(e["worker"]), at, "contact", str(answer), f"provider answered {answer}"))
-        elif kind == "call-timeout":
-            model.marks.append(Mark(lane(e["worker"]), at, "timeout", "timeout", "provider call timed out"))
-        elif kind == "worker-restarted":
-            detail = f"{e['fresh']} started in place of {e['dead']}"
-            model.marks.append(Mark(lane(e["fresh"]), at, "restart", f"replaces {e['dead']}", detail))
-            model.dead.setdefault(e["dead"], at)
-        elif kind == "recovered":
-            mode = e.get("mode", "")
-            detail = f"requeued by {mode} recovery"
-            model.marks.append(Mark(lane(QUEUE), at, "requeue", "requeued", detail))
-        elif kind == "nemesis":
-            action = e.get("action", "")
-            model.marks.append(Mark(lane(QUEUE), at, "nemesis", str(action), f"nemesis: {action}"))
-    if QUEUE in model.lanes:  # the queue lane on top, workers in order of appearance
-        model.lanes.remove(QUEUE)
-        model.lanes.insert(0, QUEUE)
-    return model
-
-
-# ---------------------------------------------------------------- timeline drawing
-
-LANE_H = 50
-CHAR_W = 6.4  # width of a character of the plots' 11 px labels, for keeping labels apart
-
-
-class _Labels:
-    """Keeps labels of one lane row from overprinting: a label that would overlap is left to its tooltip."""
-
-    def __init__(self) -> None:
-        self._taken: dict[tuple[str, str], list[tuple[float, float]]] = {}
-
-    def free(self, lane: str, row: str, x: float, content: str, anchor: str = "middle") -> bool:
-        width = len(content) * CHAR_W
-        lo = x - width / 2 if anchor == "middle" else x
-        span = (lo - 3, lo + width + 3)
-        taken = self._taken.setdefault((lane, row), [])
-        if any(a < span[1] and span[0] < b for a, b in taken):
-            return False
-        taken.append(span)
-        return True
-
-
-def _symbol(kind: str, x: float, y: float) -> str:
-    if kind == "kill":
-        d = f"M{x - 6:.1f},{y - 6:.1f}L{x + 6:.1f},{y + 6:.1f}M{x - 6:.1f},{y + 6:.1f}L{x + 6:.1f},{y - 6:.1f}"
-        return void("path", d=d)
+def symbol(kind: str, x: float, y: float) -> str:
+    """A mark's shape, centred on (x, y), at most 10 px high: the tracks are 10 px apart."""
+    if kind in ("kill", "kill-worker", "provider-kill"):
+        d = f"M{x - 4:.1f},{y - 4:.1f}L{x + 4:.1f},{y + 4:.1f}M{x - 4:.1f},{y + 4:.1f}L{x + 4:.1f},{y - 4:.1f}"
+        cross = void("path", d=d)
+        return cross + (void("rect", x=x - 5, y=y - 5, width=10, height=10) if kind == "kill-worker" else "")
     if kind == "hit":
-        return void("path", d=f"M{x:.1f},{y - 6:.1f}L{x + 6:.1f},{y:.1f}L{x:.1f},{y + 6:.1f}L{x - 6:.1f},{y:.1f}Z")
+        return void(
+            "path", d=f"M{x:.1f},{y - 4.5:.1f}L{x + 4.5:.1f},{y:.1f}L{x:.1f},{y + 4.5:.1f}L{x - 4.5:.1f},{y:.1f}Z"
+        )
     if kind == "restart":
-        return void("path", d=f"M{x:.1f},{y - 7:.1f}L{x + 6:.1f},{y + 5:.1f}L{x - 6:.1f},{y + 5:.1f}Z")
+        return void("path", d=f"M{x:.1f},{y - 4:.1f}L{x + 4.5:.1f},{y + 4:.1f}L{x - 4.5:.1f},{y + 4:.1f}Z")
     if kind in ("timeout", "nemesis"):
-        return void("rect", x=x - 5, y=y - 5, width=10, height=10)
-    return void("circle", cx=x, cy=y, r=4.5)
+        return void("rect", x=x - 3.5, y=y - 3.5, width=7, height=7)
+    if kind == "withdrawn":
+        return void("circle", cx=x, cy=y, r=3.6) + void("path", d=f"M{x - 3:.1f},{y + 3:.1f}L{x + 3:.1f},{y - 3:.1f}")
+    return void("circle", cx=x, cy=y, r=3.6)
 
 
-def timeline_svg(model: OpTimeline, width: int = 1000) -> str:
-    left, right, top = 76, 24, 22
-    lo, hi = model.span()
-    pad = max((hi - lo) * 0.04, 1.0)
-    x = Linear.nice(lo - pad, hi + pad, left, width - right, 8)
-    height = top + LANE_H * len(model.lanes) + 40
-    bottom = top + LANE_H * len(model.lanes)
-    labels = _Labels()
-    parts = []
-    for i, name in enumerate(model.lanes):
-        y0 = top + i * LANE_H
-        lane_body = [void("rect", x=left, y=y0, width=width - left - right, height=LANE_H, class_="lane-bg")]
-        lane_body.append(text(left - 10, y0 + 30, name, class_="lane-name", text_anchor="end"))
-        if name in model.dead:
-            x0 = x(model.dead[name])
-            lane_body.append(void("rect", x=x0, y=y0 + 3, width=max(0.0, x.r1 - x0), height=LANE_H - 6, class_="dead"))
-        kind = "queue" if name == QUEUE else "worker"
-        parts.append(el("g", "".join(lane_body), class_=f"lane {kind}", data_worker=name))
-    anchor_x = x(0.0)
-    parts.append(void("line", x1=anchor_x, x2=anchor_x, y1=top - 6, y2=bottom, class_="anchor-line"))
-    parts.append(text(anchor_x + 4, top - 8, model.anchor, class_="anchor-label"))
-    for enqueued, started, worker in model.links:
-        y1 = top + model.lanes.index(QUEUE) * LANE_H + 26
-        y2 = top + model.lanes.index(worker) * LANE_H + 26
-        parts.append(void("path", d=f"M{x(enqueued):.1f},{y1}L{x(started):.1f},{y2}", class_="requeue-link"))
-    parts += [_bar(b, x, top + model.lanes.index(b.lane) * LANE_H, labels) for b in model.bars]
-    parts += [_mark(m, x, top + model.lanes.index(m.lane) * LANE_H, labels) for m in model.marks]
-    parts.append(x_axis(x, bottom + 2, top, _signed_ms, 8, f"ms from the {model.anchor}"))
-    return svg(width, height, "".join(parts), class_="timeline-svg")
+def timeline_svg(model: CellTimeline, width: int = 1000) -> str:
+    """The cell's rows on one axis: per row, the lab's marks, the attempts and the provider's effects."""
+    seconds = model.end > SECONDS_FROM
+    top = AXIS_H if len(model.rows) > 8 else 8  # a tall timeline has its axis above it too
+    named = any(r.op or r.judged for r in model.rows)  # an op's own chart (under its name) needs no margin
+    x = Linear.nice(0.0, max(model.end * 1.02, 1.0), GUTTER if named else RIGHT, width - RIGHT, 8)
+    bottom = top + sum(_row_height(r) for r in model.rows)
+
+    def label(value: float) -> str:
+        return fmt(value / 1000) if seconds else fmt(value)
+
+    caption = f"{'s' if seconds else 'ms'} from {model.anchor.name}"
+    parts = [x_axis(x, bottom + 2, top, label, 8, caption)]
+    if top > 8:
+        parts.append(_top_axis(x, top, label))
+    y0: float = top
+    for row in model.rows:
+        parts.append(_row(row, x, y0))
+        y0 += _row_height(row)
+    return svg(width, bottom + 40, "".join(parts), class_="timeline-svg")
 
 
-def _bar(bar: Bar, x: Linear, y0: float, labels: _Labels) -> str:
-    x0 = x(bar.start)
-    x1 = x(bar.end) if bar.end is not None else x.r1
-    detail = f"attempt {bar.attempt} (pid {bar.pid}): {bar.start:+.1f} ms"
-    if bar.end is not None:
-        detail += f" to {bar.end:+.1f} ms, {bar.outcome or bar.how}"
+def _top_axis(x: Linear, top: float, label: Callable[[float], str]) -> str:
+    ticks = "".join(text(x(t), top - 8, label(t), class_="tick", text_anchor="middle") for t in x.ticks(8))
+    return el("g", void("line", x1=x.r0, x2=x.r1, y1=top - 2, y2=top - 2, class_="axis") + ticks, class_="x-axis top")
+
+
+def _row(row: OpRow, x: Linear, y0: float) -> str:
+    height = _row_height(row)
+    outcome = row.outcome or "none"
+    words = row.judged.word if row.judged else ""
+    name = row.op if len(row.op) <= OP_CHARS else "\u2026" + row.op[-(OP_CHARS - 1) :]
+    body = [void("rect", x=x.r0, y=y0 + 1, width=x.r1 - x.r0, height=height - 2, class_="row-band")]
+    if x.r0 >= GUTTER:
+        margin = [
+            tip(f"{row.op}: {row.judged.said}" if row.judged else row.op),
+            void("rect", x=2, y=y0 + 2, width=GUTTER - 10, height=height - 4, rx=4, class_="op-chip"),
+            text(10, y0 + 15, name, class_="op-name"),
+        ]
+        if words:
+            margin.append(text(10, y0 + 28, words, class_="op-outcome"))
+        body.append(el("g", "".join(margin), class_="op-margin"))
+    body += [_span(s, row, x, y0) for s in row.spans]
+    for i, bar in enumerate(row.bars):
+        y = _tracks_y(row, y0, bar.slot)["attempt"]
+        x0 = x(bar.start)
+        x1 = x(bar.end) if bar.end is not None else x.r1
+        rect = void("rect", x=x0, y=y - 4, width=max(2.0, x1 - x0), height=8, rx=2)
+        kind = "replay" if bar.attempt > 1 else "first"
+        body.append(
+            el(
+                "g",
+                tip(bar.detail()) + rect,
+                class_=f"attempt {kind} {bar.how}",
+                data_attempt=bar.attempt,
+                data_pid=bar.pid,
+                data_worker=bar.worker,
+                data_bar=i,
+            )
+        )
+    body += _marks(row, x, y0)
+    return el("g", "".join(body), class_=f"op-row outcome-{outcome}", data_op=row.op, data_outcome=outcome)
+
+
+def _span(span: Span, row: OpRow, x: Linear, y0: float) -> str:
+    y = _tracks_y(row, y0, row.slot_of(span.bar))[span.track]
+    x0, x1 = x(span.start), x(span.end) if span.end is not None else x.r1
+    if span.kind == "queued":
+        shape = void("line", x1=x0, x2=max(x0, x1), y1=y, y2=y)
     else:
-        detail += ", no end recorded"
-    body = [tip(detail), void("rect", x=x0, y=y0 + 20, width=max(2.0, x1 - x0), height=12, rx=2)]
-    caption = f"#{bar.attempt} pid {bar.pid}" + (f" · {bar.outcome}" if bar.outcome else "")
-    # Near the right edge the caption ends where the bar ends, so it stays on the plot.
-    lx = x0 if x0 + len(caption) * CHAR_W <= x.r1 + 16 else max(x.r0, x1 - len(caption) * CHAR_W)
-    if labels.free(bar.lane, "above", lx, caption, "start"):
-        body.append(text(lx, y0 + 14, caption, class_="bar-label"))
-    classes = f"attempt {'replay' if bar.replay else 'first'} {bar.how}"
-    return el("g", "".join(body), class_=classes, data_attempt=bar.attempt, data_pid=bar.pid)
+        shape = void("rect", x=x0, y=y - 5, width=max(2.0, x1 - x0), height=10, rx=2)
+    return el("g", tip(span.detail) + shape, class_=f"span {span.kind}", data_start=f"{span.start:.1f}")
 
 
-def _mark(mark: Mark, x: Linear, y0: float, labels: _Labels) -> str:
-    cx = x(mark.at)
-    body = [tip(f"{mark.at:+.1f} ms: {mark.detail}"), _symbol(mark.kind, cx, y0 + 26)]
-    if labels.free(mark.lane, "below", cx, mark.label):
-        body.append(text(cx, y0 + 45, mark.label, class_="mark-label", text_anchor="middle"))
-    return el("g", "".join(body), class_=f"mark {mark.kind}", data_at=f"{mark.at:.1f}")
-
-
-def timeline_legend() -> str:
-    """The symbols of the timelines, once for the page: an HTML row of small SVG icons (the browser lays
-    the labels out, so they never overprint)."""
-    items = [
-        ("first", "attempt"),
-        ("replay", "replayed attempt"),
-        ("kill", "SIGKILL"),
-        ("hit", "fault boundary reached"),
-        ("contact", "provider answer"),
-        ("timeout", "call timed out"),
-        ("nemesis", "nemesis"),
-        ("restart", "fresh worker"),
-        ("requeue", "requeued"),
-        ("enqueued", "enqueued again"),
-        ("dead", "worker gone"),
-    ]
+def _marks(row: OpRow, x: Linear, y0: float) -> list[str]:
+    """Each mark on its track, moved right just enough (GAP) not to cover the one before:
+    the exact time is in its tooltip."""
+    lanes: dict[tuple[Track, int], list[Mark]] = {}
+    for mark in row.marks:
+        lanes.setdefault((mark.track, row.slot_of(mark.bar) if mark.track == "attempt" else 0), []).append(mark)
     out = []
-    for kind, name in items:
-        if kind in ("first", "replay"):
-            icon = el("g", void("rect", x=1, y=4, width=22, height=10, rx=2), class_=f"attempt {kind}")
-        elif kind == "dead":
-            icon = void("rect", x=2, y=1, width=20, height=16, class_="dead")
+    for (track, slot), marks in lanes.items():
+        y = _tracks_y(row, y0, slot)[track]
+        last = float("-inf")
+        for mark in sorted(marks, key=lambda m: m.at):
+            cx = max(x(mark.at), last + GAP)
+            last = cx
+            body = tip(f"{mark.at:,.1f} ms: {mark.detail}") + symbol(mark.kind, cx, y)
+            out.append(el("g", body, class_=f"mark {mark.kind}", data_at=f"{mark.at:.1f}", data_track=track))
+    return out
+
+
+# What the legend says of each thing a timeline draws, in its order.
+LEGEND: dict[str, str] = {
+    "attempt-ended": "attempt (start to end)",
+    "attempt-killed": "attempt killed",
+    "attempt-open": "attempt with no end recorded",
+    "queued": "waiting in the queue",
+    "hit": "fault's boundary reached",
+    "kill": "work-horse SIGKILLed",
+    "kill-worker": "worker and work-horse SIGKILLed",
+    "timeout": "call timed out",
+    "cut": "host cut off from the provider",
+    "restart": "fresh worker",
+    "requeue": "job requeued by recovery",
+    "nemesis": "the scenario changes the world",
+    "effect": "effect applied by the provider",
+    "withdrawn": "effect withdrawn",
+    "provider-kill": "provider SIGKILLed",
+    "provider-down": "provider down",
+}
+
+
+def timeline_legend(kinds: Iterable[str], outcomes: Iterable[str]) -> str:
+    """The outcomes' colours and the symbols of what the page's timelines draw (only those), as HTML
+    with small SVG icons: the browser lays the words out, so they never overprint."""
+    wanted, present = set(kinds), set(outcomes)
+    out = [
+        el("span", esc(words), class_=f"legend-item chip op-outcome-{o}")
+        for o, words in OUTCOMES.items()
+        if o in present
+    ]
+    for kind, words in LEGEND.items():
+        if kind not in wanted:
+            continue
+        if kind.startswith("attempt-"):
+            how = kind.removeprefix("attempt-")
+            icon = el("g", void("rect", x=1, y=5, width=17, height=8, rx=2), class_=f"attempt first {how}")
+            if how == "killed":
+                icon += el("g", symbol("kill", 18, 9), class_="mark kill")
+        elif kind == "queued":
+            icon = el("g", void("line", x1=1, x2=23, y1=9, y2=9), class_="span queued")
+        elif kind in ("cut", "provider-down"):
+            icon = el("g", void("rect", x=1, y=4, width=22, height=10, rx=2), class_=f"span {kind}")
         else:
-            icon = el("g", _symbol(kind, 12, 9), class_=f"mark {kind}")
-        out.append(el("span", svg(24, 18, icon) + el("span", name), class_="legend-item"))
+            icon = el("g", symbol(kind, 12, 9), class_=f"mark {kind}")
+        out.append(el("span", svg(24, 18, icon) + el("span", esc(words)), class_="legend-item"))
     return el("div", "".join(out), class_="legend")
 
 
 # ---------------------------------------------------------------- latency strips
+
+
+P99_FROM = 20  # samples: below this a 99th percentile is the maximum by another name, so the maximum is shown
+MAX_DOTS = 1000  # per strip: a long run's strip is drawn from this many of its values, spread by value
+CHAR_W = 6.4  # width of a character of the plots' 11 px labels
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,11 +216,18 @@ class Strip:
     stats: Mapping[str, float] | None  # min / median / p99 / max of the values
 
 
+def tail(stats: Mapping[str, float], n: int) -> tuple[str, float]:
+    """The high statistic worth showing for n samples: p99 from P99_FROM samples on, else the maximum."""
+    return ("p99", stats["p99"]) if n >= P99_FROM else ("max", stats["max"])
+
+
 def strip_plot(strips: Sequence[Strip], width: int = 1000, extent: tuple[float, float] | None = None) -> str:
-    """One row of dots per strip, median (solid) and p99 (dashed) marked. Requeues take milliseconds
-    and replays up to a minute, so a wide range is drawn on a log scale. `extent`: the (min, max)
-    to scale to, so that plots drawn side by side share their axis."""
-    left, right, top, row = 150, 24, 16, 66
+    """One row of dots per strip, its median (solid) and its tail (dashed: p99, or the maximum of
+    few samples) marked. Requeues take milliseconds and replays up to a minute, so a wide range is
+    drawn on a log scale. `extent`: the (min, max) to scale to, so that plots drawn side by side
+    share their axis. The statistics' labels sit in a band above the lines, each on the side away
+    from the other, inside the plot."""
+    left, right, top, row, band = 150, 24, 16, 70, 16
     values = [v for s in strips for v, _ in s.values]
     lo, hi = extent or (min(values, default=1.0), max(values, default=1.0))
     wide = lo <= 0 or hi / max(lo, 1e-9) > 20
@@ -291,24 +236,49 @@ def strip_plot(strips: Sequence[Strip], width: int = 1000, extent: tuple[float, 
     parts = []
     for i, strip in enumerate(strips):
         y0 = top + i * row
-        body = [void("rect", x=left, y=y0 + 4, width=width - left - right, height=row - 8, class_="lane-bg")]
-        body.append(text(left - 10, y0 + row / 2 + 4, strip.name, class_="lane-name", text_anchor="end"))
-        for j, (value, note) in enumerate(strip.values):
+        body = [
+            void("rect", x=left, y=y0 + 4 + band, width=width - left - right, height=row - 8 - band, class_="lane-bg")
+        ]
+        body.append(
+            text(left - 10, y0 + band + (row - band) / 2 + 4, strip.name, class_="lane-name", text_anchor="end")
+        )
+        drawn = spread(sorted(strip.values), MAX_DOTS)
+        for j, (value, note) in enumerate(drawn):
             jitter = (j * 0.6180339887) % 1.0  # golden-ratio spread: deterministic, no overlap pattern
-            cy = y0 + 20 + jitter * (row - 40)
+            cy = y0 + band + 14 + jitter * (row - band - 28)
             body.append(el("circle", tip(f"{note}: {value:.1f} ms"), cx=x(value), cy=cy, r=4, class_="dot"))
         if strip.stats:
-            # median's label at the top left of its line, p99's at the bottom right: they never collide
-            for key, ly, anchor, dx in (("median", y0 + 15, "end", -4), ("p99", y0 + row - 8, "start", 4)):
-                sx = x(strip.stats[key])
-                body.append(void("line", x1=sx, x2=sx, y1=y0 + 4, y2=y0 + row - 4, class_=f"stat {key}"))
-                label = f"{key} {strip.stats[key]:,.1f}"
-                body.append(text(sx + dx, ly, label, class_=f"stat-label {key}", text_anchor=anchor))
+            stats = [("median", strip.stats["median"]), tail(strip.stats, len(strip.values))]
+            lines = [(key, x(value)) for key, value in stats]
+            starts = _label_starts([(f"{key} {value:,.1f}", x(value)) for key, value in stats], 2.0, width - 2.0)
+            for (key, sx), (label, lx) in zip(lines, starts, strict=True):
+                body.append(void("line", x1=sx, x2=sx, y1=y0 + 4 + band, y2=y0 + row - 4, class_=f"stat {key}"))
+                body.append(text(lx, y0 + band, label, class_=f"stat-label {key}"))
         kind = strip.kind
-        parts.append(el("g", "".join(body), class_=f"strip {kind}", data_kind=kind, data_n=len(strip.values)))
+        parts.append(
+            el(
+                "g",
+                "".join(body),
+                class_=f"strip {kind}",
+                data_kind=kind,
+                data_n=len(strip.values),
+                data_drawn=len(drawn),
+            )
+        )
     caption = "ms from the kill" + (" (log scale)" if wide else "")
-    parts.append(x_axis(x, bottom + 2, top + 4, fmt, 8, caption))
+    parts.append(x_axis(x, bottom + 2, top + 4 + band, fmt, 8, caption))
     return svg(width, bottom + 40, "".join(parts), class_="strip-svg")
+
+
+def _label_starts(labels: Sequence[tuple[str, float]], lo: float, hi: float) -> list[tuple[str, float]]:
+    """Where two labels of lines at x (low, high) start: the low one ends left of its line, the high one
+    starts right of its own, both kept within [lo, hi], and apart by 8 px at least."""
+    (low, x_low), (high, x_high) = labels
+    w_low, w_high = len(low) * CHAR_W, len(high) * CHAR_W
+    start_high = min(x_high + 4, hi - w_high)
+    start_low = max(lo, min(x_low - 4 - w_low, start_high - 8 - w_low))
+    start_high = max(start_high, start_low + w_low + 8)
+    return [(low, start_low), (high, start_high)]
 
 
 # ---------------------------------------------------------------- time series

@@ -71,8 +71,6 @@ details.cell-timelines > summary { font-weight:600; color:var(--ink); font-size:
 summary .count { font-weight:400; color:var(--muted); margin-left:12px; font-size:13px; }
 figure { margin:14px 0 18px; }
 figcaption { font-size:13px; margin-bottom:4px; }
-figcaption .op { font-family:ui-monospace,Menlo,Consolas,monospace; font-weight:600; margin-right:12px; }
-figcaption .spans { color:var(--muted); }
 .plot { overflow-x:auto; }
 .plot svg { max-width:100%; height:auto; }
 details.events-list summary { font-size:12px; }
@@ -81,36 +79,54 @@ table.events td:first-child { text-align:right; font-variant-numeric:tabular-num
 tr.ev-killed td { color:var(--fail); }
 svg text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif; }
 svg .lane-bg { fill:#f3f5f8; stroke:#fff; stroke-width:2; }
-svg .lane.queue .lane-bg { fill:#f1eef7; }
 svg .lane-name { font-size:12px; font-weight:600; fill:var(--ink); }
-svg .dead { fill:#c9ced6; opacity:.55; }
 svg .grid { stroke:#e3e6ec; stroke-width:1; }
 svg .axis { stroke:#9aa2b1; stroke-width:1; }
 svg .tick { font-size:11px; fill:var(--muted); }
 svg .caption, svg .legend-text { font-size:11.5px; fill:var(--muted); }
-svg .anchor-line { stroke:var(--fail); stroke-width:1.2; stroke-dasharray:4 3; }
-svg .anchor-label { font-size:11px; fill:var(--fail); font-weight:600; }
-svg .attempt rect { fill:#0072B2; }
-svg .attempt.replay rect { fill:#009E73; }
-svg .attempt.open rect { opacity:.5; }
-svg .bar-label { font-size:11px; fill:var(--ink); }
-svg .mark-label { font-size:11px; fill:var(--muted); }
-svg .mark.kill path { stroke:#D55E00; stroke-width:3; }
-svg .mark.hit path { fill:#E69F00; stroke:#fff; }
-svg .mark.contact circle { fill:#fff; stroke:var(--ink); stroke-width:1.6; }
-svg .mark.timeout rect { fill:#F0E442; stroke:#8c7a00; }
-svg .mark.nemesis rect { fill:#1d2330; }
-svg .mark.restart path { fill:#009E73; }
-svg .mark.requeue circle { fill:#CC79A7; }
-svg .mark.enqueued circle { fill:#fff; stroke:#CC79A7; stroke-width:2; }
-svg .requeue-link { fill:none; stroke:#CC79A7; stroke-width:1.2; stroke-dasharray:3 3; }
 svg .dot { fill:#0072B2; fill-opacity:.6; }
 svg .strip.requeue .dot { fill:#CC79A7; }
 svg .stat { stroke:var(--ink); stroke-width:1.5; }
-svg .stat.p99 { stroke-dasharray:4 3; }
-svg .stat-label { font-size:11px; fill:var(--ink); }
+svg .stat.p99, svg .stat.max { stroke-dasharray:4 3; }
 svg .series-line { fill:none; stroke-width:2; }
 svg line[stroke] { stroke-width:3; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 18px; margin:4px 0 10px; font-size:12.5px; color:var(--muted); }
 .legend-item { display:inline-flex; align-items:center; gap:6px; }
+svg .stat-label { font-size:11px; fill:var(--ink); paint-order:stroke; stroke:#fff; stroke-width:3px;
+  stroke-linejoin:round; }
+details.timeline-group { border-top:1px solid var(--line); padding:6px 0; }
+details.timeline-group > summary { font-weight:600; color:var(--ink); }
+details.timeline-group > details.cell-timelines { margin-left:16px; }
+details.op-events > summary { font-size:13px; }
+details.op-events details.events-list { margin-left:16px; }
+.legend .chip { color:var(--ink); }
+/* a cell's timeline: rows coloured by outcome, three tracks each (cells.py) */
+.op-outcome-once, svg .outcome-once .op-chip { background:var(--clean); fill:var(--clean); }
+.op-outcome-duplicated, svg .outcome-duplicated .op-chip { background:var(--dup); fill:var(--dup); }
+.op-outcome-missing, svg .outcome-missing .op-chip { background:var(--missing); fill:var(--missing); }
+.op-outcome-held, svg .outcome-held .op-chip { background:var(--held); fill:var(--held); }
+.op-outcome-declined, svg .outcome-declined .op-chip { background:#dcdfe5; fill:#dcdfe5; }
+.op-outcome-unknown, svg .outcome-unknown .op-chip, svg .outcome-none .op-chip { background:#eef0f3; fill:#eef0f3; }
+svg .row-band { fill:#f6f7f9; }
+svg .outcome-once .row-band { fill:#eef8f2; } svg .outcome-duplicated .row-band { fill:#fdf3e1; }
+svg .outcome-missing .row-band { fill:#fcebe8; } svg .outcome-held .row-band { fill:#edf2f9; }
+svg .op-name { font:11.5px ui-monospace,Menlo,Consolas,monospace; fill:var(--ink); }
+svg .op-outcome { font-size:10.5px; font-weight:700; fill:var(--ink); }
+svg .attempt rect { fill:#0072B2; }
+svg .attempt.replay rect { fill:#009E73; }
+svg .attempt.open rect { opacity:.45; }
+svg .span.queued line { stroke:#CC79A7; stroke-width:1.6; stroke-dasharray:3 2; }
+svg .span.cut rect { fill:#6b7280; opacity:.3; }
+svg .span.provider-down rect { fill:#7b2d8e; opacity:.25; }
+svg .mark.kill path, svg .mark.kill-worker path { stroke:#D55E00; stroke-width:2.4; }
+svg .mark.kill-worker rect { fill:none; stroke:#D55E00; stroke-width:1.2; }
+svg .mark.provider-kill path { stroke:#7b2d8e; stroke-width:2.4; }
+svg .mark.hit path { fill:#E69F00; stroke:#fff; stroke-width:.8; }
+svg .mark.timeout rect { fill:#F0E442; stroke:#8c7a00; }
+svg .mark.nemesis rect { fill:var(--ink); }
+svg .mark.restart path { fill:#009E73; }
+svg .mark.requeue circle { fill:#CC79A7; }
+svg .mark.effect circle { fill:var(--ink); stroke:#fff; stroke-width:1; }
+svg .mark.withdrawn circle { fill:#fff; stroke:var(--ink); stroke-width:1.4; }
+svg .mark.withdrawn path { stroke:var(--ink); stroke-width:1.4; }
 """

@@ -1,10 +1,17 @@
-"""Every boundary, fault and scenario on the real stack, in small cells: observed == model."""
+"""Every boundary, fault and scenario on the real stack, in small cells: observed == model.
+The stored run judged again offline, and its report drawn in a browser."""
+
+import hashlib
+from pathlib import Path
 
 import pytest
 
 from labcore.boundaries import ORDER
 from testbed.experiment.scenarios import SCENARIOS
+from tests.support.browser import BROWSER, NO_BROWSER, open_in_browser
+from tests.support.dom import parse
 from tests.support.helpers import assert_left_nothing, run_testbed
+from tests.support.report_page import assert_cell_timeline, faulted_ops, label_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -108,3 +115,31 @@ def test_check_gives_every_cells_verdict_again_offline(full):
     assert checked.code == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
     rows = len(full.results["rows"])
     assert f"{rows}/{rows} cells as expected" in checked.stdout
+
+
+def checksums(run: Path) -> dict[str, str]:
+    return {
+        p.relative_to(run).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
+def test_the_report_of_the_stored_run_draws_every_fault_kinds_timelines(full):
+    """The page reads the stored run and changes none of it (report.html is all it adds); in
+    Chromium, every cell a fault struck has its timeline, provider crashes drawn as such."""
+    workdir = full.tmpdir.parent
+    run = (workdir / "runs" / full.results["run"]).resolve()
+    before = checksums(run)
+    made = run_testbed([str(run)], workdir, timeout=120, command="report")
+    assert made.code == 0 and made.stdout == f"{run / 'report.html'}\n", made.stdout + made.stderr[-3000:]
+    after = checksums(run)
+    assert after.pop("report.html") and after == before
+    dom = parse(open_in_browser(run / "report.html", workdir / "profile", "--dump-dom"))
+    rows = [r for r in full.results["rows"] if faulted_ops(r)]
+    faults = {r["fault"] for r in rows}
+    assert faults == {"kill", "timeout", "late", "provider-crash"}
+    assert {g.attrs["data-fault"] for g in dom.find_all("details", "timeline-group")} == faults
+    for row in rows:
+        assert_cell_timeline(dom.one("figure", "cell-timeline", data_cell=label_of(row)), row)
+    crashed = dom.find_all("details", "timeline-group", data_fault="provider-crash")
+    assert all(f.find_all("g", "provider-kill") for g in crashed for f in g.find_all("figure", "cell-timeline"))

@@ -31,8 +31,12 @@ import psutil
 import pytest
 
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.lab import results
 from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
+from testbed.report import html
 from tests.support import compose
+from tests.support.dom import parse
+from tests.support.report_page import assert_cell_timeline, label_of
 
 pytestmark = pytest.mark.e2e
 
@@ -331,6 +335,12 @@ def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab
             # up: the answer was lost in the cut. The host was back before the op's next attempt.
             assert cut_at["letGo"] < timed_out["at"] < healed["at"] < retry["at"], (op, events)
             assert cut_at["host"] == cut_at["worker"].rsplit(".", 1)[0]
+    # The report draws each cut on its op's row, as what it is
+    page = parse(html.render(results.parse((hosts.workdir("lab") / "partition.json").read_bytes())))
+    for row in cut:
+        figure = page.one("figure", "cell-timeline", data_cell=label_of(row))
+        assert_cell_timeline(figure, row)
+        assert len(figure.find_all("g", "cut")) == row["faults"]
     # Healed: both worker hosts reach the provider again, and no cut rule is left on either.
     for host in ("worker1", "worker2"):
         rules = hosts.run(host, ["ip", "rule", "show"], "host", timeout=10).stdout

@@ -1,72 +1,32 @@
-"""report.html of real runs, opened in headless Chromium: every cell, every
-faulted op's timeline and every plot are in the DOM the browser built."""
+"""report.html of real runs, as `testbed report` writes it from the stored run and headless
+Chromium opens it: every cell, every cell's timeline (a row per faulted op) and every plot
+are in the DOM the browser built."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from testbed.lab import results as stored
-from testbed.report import document, html
 from testbed.report.latency import recovery_mode
+from tests.support.browser import BROWSER, NO_BROWSER, PNG, open_in_browser, screenshot
 from tests.support.dom import Node, parse
 from tests.support.helpers import Ran, assert_left_nothing, run_testbed
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)
-PNG = b"\x89PNG\r\n\x1a\n"
+from tests.support.report_page import assert_cell_timeline, faulted_ops, label_of
 
 # Checked before any run starts: without a browser there is nothing to look at.
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(BROWSER is None, reason=f"no Chromium to open the report in ({', '.join(BROWSERS)} on PATH)"),
-]
-
-
-def open_in_browser(binary: str, page: Path, profile: Path, *extra: str) -> str:
-    """Chromium headless on the page, offline: every host name fails to resolve."""
-    command = [
-        binary,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        f"--user-data-dir={profile}",
-        *extra,
-        page.as_uri(),
-    ]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        # Its helper processes (zygote, renderer) are in the session it leads: none may outlive the test.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, err[-2000:]
-    return out
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)]
 
 
 def render_and_open(ran: Ran, workdir: Path) -> tuple[Node, Path]:
     assert ran.results is not None, ran.stderr
-    page = workdir / "report.html"
-    page.write_text(html.render(stored.parse(ran.results)))
-    assert BROWSER is not None
-    binary = BROWSER
-    dom = parse(open_in_browser(binary, page, workdir / "profile", "--dump-dom"))
+    run = (workdir / "runs" / ran.results["run"]).resolve()
+    made = run_testbed([str(run)], workdir, timeout=60, command="report")
+    assert made.code == 0 and made.stdout == f"{run / 'report.html'}\n", made.stdout + made.stderr
+    page = run / "report.html"
+    dom = parse(open_in_browser(page, workdir / "profile", "--dump-dom"))
     shot = workdir / "report.png"
-    open_in_browser(binary, page, workdir / "profile", f"--screenshot={shot}", "--window-size=1400,3000")
-    assert shot.read_bytes()[:8] == PNG and shot.stat().st_size > 20_000
+    assert screenshot(page, workdir / "profile", shot)[:8] == PNG and shot.stat().st_size > 20_000
     return dom, shot
 
 
@@ -84,21 +44,17 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
             assert cell.attrs["data-duplicates"] == str(row["duplicateEffects"])
     faults = {(r["fault"], r["scenario"]) for r in rows if r["boundary"] != "none"}
     assert {(g.attrs["data-fault"], g.attrs["data-scenario"]) for g in dom.find_all("div", "group")} == faults
-    # every faulted op's timeline: its lanes, one bar per attempt, its kill
+    # every cell with faulted ops: its timeline
     modes: dict[str, int] = {}
     for row in rows:
-        for op, events in (row.get("history") or {}).items():
-            if not document.faulted(events):
-                continue
-            figure = dom.one("figure", "timeline", data_cell=label_of(row), data_op=op)
-            plot = figure.one("svg", "timeline-svg")
-            workers = {e["worker"] for e in events if e["event"] == "attempt-start"}
-            assert workers <= {lane.attrs["data-worker"] for lane in plot.find_all("g", "lane")}
-            starts = sum(e["event"] == "attempt-start" for e in events)
-            assert len(plot.find_all("g", "attempt")) == starts
-            kills = sum(e["event"] == "killed" for e in events)
-            assert len(plot.find_all("g", "kill")) == kills
-            if kills:
+        faulted = faulted_ops(row)
+        figures = dom.find_all("figure", "cell-timeline", data_cell=label_of(row))
+        assert len(figures) == bool(faulted), label_of(row)
+        if not faulted:
+            continue
+        assert_cell_timeline(figures[0], row)
+        for events in faulted.values():
+            if any(e["event"] == "killed" for e in events):
                 mode = recovery_mode(row["fault"], events, results["options"].get("recovery"))
                 modes[mode] = modes.get(mode, 0) + 1
     # a latency plot per recovery mode, a dot per replayed kill
@@ -112,10 +68,6 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
             failure = dom.one("div", "failure", data_cell=label_of(row))
             items = [li.all_text() for li in failure.one("ul", "differences").find_all("li")]
             assert items == row["differences"]
-
-
-def label_of(row: dict) -> str:
-    return document.label(stored.parse_row(row))
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +92,18 @@ def test_report_of_a_kill_run_shows_every_cell_timeline_and_plot(kill_run):
     assert_left_nothing(ran)
     dom, _ = render_and_open(ran, workdir)
     assert_everything_shown(dom, ran.results)
-    # 20 ops, every 10th faulted, two faulted cells: four timelines
-    assert len(dom.find_all("figure", "timeline")) == 4
+    # 20 ops, every 10th faulted, two faulted cells: two timelines of two rows each
+    figures = {f.attrs["data-cell"]: f for f in dom.find_all("figure", "cell-timeline")}
+    assert {label: len(f.find_all("g", "op-row")) for label, f in figures.items()} == {
+        "retry-only @ after-effect (kill)": 2,
+        "provider-key @ after-effect (kill)": 2,
+    }
+    # retry-only duplicates the killed ops: the killed attempt's effect and the retry's, on each op's row
+    for op in figures["retry-only @ after-effect (kill)"].find_all("g", "op-row"):
+        assert op.attrs["data-outcome"] == "duplicated" and len(op.find_all("g", "effect")) == 2
+    assert {
+        op.attrs["data-outcome"] for op in figures["provider-key @ after-effect (kill)"].find_all("g", "op-row")
+    } == {"once"}
     assert not dom.find_all("div", "failure")
 
 
@@ -153,6 +115,7 @@ def test_report_of_a_worker_kill_run_shows_recovery_and_the_failing_cell(worker_
     assert_everything_shown(dom, ran.results)
     (plot,) = dom.find_all("figure", "latency-plot")
     assert plot.attrs["data-mode"] == "kill-worker, forced recovery"
-    for figure in dom.find_all("figure", "timeline"):
-        assert figure.find_all("g", "restart") and figure.find_all("g", "requeue")
+    (figure,) = dom.find_all("figure", "cell-timeline")
+    for op in figure.find_all("g", "op-row"):
+        assert op.find_all("g", "kill-worker") and op.find_all("g", "restart") and op.find_all("g", "requeue")
     assert dom.one("div", "failure").attrs["data-cell"] == "provider-key @ after-effect (kill-worker)"

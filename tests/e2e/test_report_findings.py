@@ -11,7 +11,7 @@ import pytest
 
 from testbed.lab import results as stored
 from testbed.report import findings
-from tests.e2e.test_report_browser import BROWSER, open_in_browser
+from tests.support.browser import BROWSER, NO_BROWSER, open_in_browser
 from tests.support.dom import parse
 from tests.support.helpers import run_testbed
 
@@ -42,8 +42,7 @@ def withdrawn_run(tmp_path_factory):
 
 def _page(ran, workdir: Path):
     run_dir = workdir / "runs" / ran.results["run"]
-    assert BROWSER is not None
-    return parse(open_in_browser(BROWSER, run_dir / "report.html", workdir / "profile", "--dump-dom"))
+    return parse(open_in_browser(run_dir / "report.html", workdir / "profile", "--dump-dom"))
 
 
 def _duplicated(ran) -> list[str]:
@@ -70,7 +69,7 @@ def test_check_report_and_compare_leave_a_stored_run_unchanged(handler_run, with
     assert after == before
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium to open the report in")
+@pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
 def test_the_report_names_every_duplicated_op_and_says_which_handler_duplicates(handler_run):
     ran, workdir = handler_run
     dom = _page(ran, workdir)
@@ -81,7 +80,7 @@ def test_the_report_names_every_duplicated_op_and_says_which_handler_duplicates(
     assert named == set(_duplicated(ran))
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no Chromium to open the report in")
+@pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
 def test_the_report_names_the_unresolved_ops_of_a_passing_cell(withdrawn_run):
     ran, workdir = withdrawn_run
     (row,) = [r for r in ran.results["rows"] if r["boundary"] == "after-effect"]

@@ -178,27 +178,32 @@ def test_one_group_per_fault_and_scenario_with_its_text_table(page):
     assert len(page.one("div", "group", data_fault="timeout").find_all("td", "cell")) == 3
 
 
-def test_every_faulted_op_has_a_timeline_with_a_lane_per_worker(page):
-    figures = page.find_all("figure", "timeline")
-    assert sorted((f.attrs["data-cell"], f.attrs["data-op"]) for f in figures) == [
-        ("provider-key @ after-effect (kill)", "tenant-demo:notification:5"),
-        ("provider-key @ after-effect (kill-worker)", "tenant-demo:notification:8"),
-        ("provider-key @ before-effect (timeout)", "tenant-demo:notification:7"),
-        ("retry-only @ after-effect (kill)", "tenant-demo:notification:5"),
+def test_one_timeline_per_cell_a_row_per_faulted_op(page):
+    figures = {f.attrs["data-cell"]: f for f in page.find_all("figure", "cell-timeline")}
+    assert {label: [r.attrs["data-op"] for r in f.find_all("g", "op-row")] for label, f in figures.items()} == {
+        "retry-only @ after-effect (kill)": ["tenant-demo:notification:5"],
+        "provider-key @ after-effect (kill)": ["tenant-demo:notification:5"],  # op 6 was not faulted: no row
+        "provider-key @ before-effect (timeout)": ["tenant-demo:notification:7"],
+        "provider-key @ after-effect (kill-worker)": ["tenant-demo:notification:8"],
+    }
+    killed = figures["provider-key @ after-effect (kill-worker)"]
+    assert [(a.attrs["data-attempt"], a.attrs["data-worker"]) for a in killed.find_all("g", "attempt")] == [
+        ("1", "w3"),
+        ("2", "w5"),
     ]
-    killed = page.one("figure", "timeline", data_cell="provider-key @ after-effect (kill-worker)")
-    assert killed.attrs["data-anchor"] == "kill"
-    lanes = [g.attrs["data-worker"] for g in killed.find_all("g", "lane")]
-    assert lanes == ["queue", "w3", "w5"]
-    assert len(killed.find_all("g", "kill")) == 1 and len(killed.find_all("g", "restart")) == 1
-    assert [b.attrs["data-attempt"] for b in killed.find_all("g", "attempt")] == ["1", "2"]
     assert "killed" in killed.find_all("g", "attempt")[0].classes
-    # the kill is 0 ms; the requeue and the next attempt are placed from it
-    assert killed.one("g", "requeue").attrs["data-at"] == "27.0"
-    assert "requeued 27.0 ms" in killed.all_text() and "next attempt 900.0 ms" in killed.all_text()
-    timeout = page.one("figure", "timeline", data_cell="provider-key @ before-effect (timeout)")
-    assert timeout.attrs["data-anchor"] == "first hit"
+    assert [m.attrs["data-track"] for m in killed.find_all("g", "mark")] == ["lab", "lab", "lab", "attempt"]
+    assert len(killed.find_all("g", "kill-worker")) == 1 and len(killed.find_all("g", "restart")) == 1
+    # 0 is the cell's start (here the attempt's enqueue): the requeue is placed from it
+    assert killed.one("g", "requeue").attrs["data-at"] == "147.0"
+    timeout = figures["provider-key @ before-effect (timeout)"]
     assert timeout.find_all("g", "timeout") and not timeout.find_all("g", "kill")
+    # no provider log given: outcomes are not known, and the page says why
+    assert {r.attrs["data-outcome"] for f in figures.values() for r in f.find_all("g", "op-row")} == {"unknown"}
+    assert "kept no record of the provider" in timeout.all_text()
+    # the failing cell is open, the others closed but for the first few
+    cell = page.one("details", "cell-timelines", data_cell="retry-only @ after-effect (kill)")
+    assert "open" in cell.attrs
 
 
 def test_replay_latency_plotted_per_recovery_mode(page):
@@ -240,9 +245,10 @@ def test_history_stream_replaces_the_rows_history():
     lines.append(lines[0] | {"cell": "c002", "op": "op-of-a-cell-not-in-the-results"})
     stream = [history.parse_line(json.dumps(line)) for line in lines]
     dom = parse(html.render(stored.parse(results), stream))
-    (figure,) = dom.find_all("figure", "timeline")
-    assert figure.attrs["data-op"] == "op-1"
-    assert len(figure.one("table", "events").find_all("tr")) == 1 + len(horse_killed(T))
+    (figure,) = dom.find_all("figure", "cell-timeline")
+    assert [r.attrs["data-op"] for r in figure.find_all("g", "op-row")] == ["op-1"]
+    events = dom.one("details", "events-list", data_op="op-1")
+    assert len(events.one("table", "events").find_all("tr")) == 1 + len(horse_killed(T))
 
 
 def test_load_run_draws_throughput_kills_and_effects_per_strategy():

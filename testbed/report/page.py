@@ -1,0 +1,33 @@
+"""A stored run's report.html: its files read (results.json, history.jsonl and
+the provider's log, each read-only), the page rendered (`html.render`)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from testbed.lab import results
+from testbed.lab.history import read_history
+from testbed.lab.layout import RESULTS
+from testbed.report import effects, html
+
+
+def of_run(run: Path) -> str:
+    with collector_paused():
+        return html.render(results.read(run / RESULTS), read_history(run), effects.read(run))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """A long run's history and provider log are hundreds of thousands of small records held at
+    once, none of them in a cycle: the cyclic collector would walk them again and again as they
+    are made (most of the time a 100,000-op run's report took)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
