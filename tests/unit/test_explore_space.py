@@ -12,7 +12,10 @@ from testbed.explore.space import Target, Trial, batches, trials
 B, F = Boundary, Fault
 TARGETS = (Target("reconcile", False), Target("jobs:send", True))
 EVERYWHERE = ("none", "duplicate-enqueue", "remint", "withdrawn")
-QUICK = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+# Derandomized: the shrinker then reaches the same minimum on every machine and run.
+QUICK = settings(
+    max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True
+)
 
 
 @QUICK
@@ -43,8 +46,10 @@ def test_shrinking_goes_to_one_op_the_first_attempt_and_the_simplest_fault():
 
 def test_shrinking_keeps_what_the_failure_needs_and_drops_the_rest():
     def needs_a_recovery_fault_after_the_effect(t: Trial) -> bool:
-        return any(a.attempt >= 2 and a.boundary is B.AFTER_EFFECT for a in t.schedule.strikes) and any(
-            a.attempt == 1 for a in t.schedule.strikes
+        # Both faults on the same op: strikes spread over two ops are a different (and as small) trial.
+        return any(
+            any(a.attempt >= 2 and a.boundary is B.AFTER_EFFECT for a in op) and any(a.attempt == 1 for a in op)
+            for op in t.schedule.ops
         )
 
     found = smallest(needs_a_recovery_fault_after_the_effect)
