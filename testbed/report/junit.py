@@ -1,6 +1,7 @@
 """JUnit XML for CI: one test case per cell, a cell that differs from its
 expectation (or breaks its promise) as a failure whose message is its
-differences. Every case names its ops as the terminal does (breaking, differing
+differences. A run the lab could not finish (exit 3) adds one case in error
+naming what failed and the cells not judged. Every case names its ops as the terminal does (breaking, differing
 and held ops, `testbed.report.findings`) and counts its bad outcomes as
 properties, passing or not; an exploration is one test case, failing with its
 counterexample."""
@@ -23,8 +24,9 @@ def junit(results: Results) -> ET.Element:
         rows, failures = [], int(results.explore.counterexample is not None)
     suite_name = f"testbed {document.command(results)} {results.run}".strip()
     wall = f"{results.wall_seconds:.3f}"
-    tests = 1 if results.explore is not None else len(rows)
-    totals = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": "0", "time": wall}
+    tests = (1 if results.explore is not None else len(rows)) + int(results.incomplete)
+    errors = str(int(results.incomplete))
+    totals = {"tests": str(tests), "failures": str(failures), "errors": errors, "skipped": "0", "time": wall}
     top = ET.Element("testsuites", {"name": "testbed", **{k: totals[k] for k in ("tests", "failures", "errors")}})
     top.set("time", wall)
     suite = ET.SubElement(top, "testsuite", {"name": suite_name, **totals})
@@ -40,7 +42,17 @@ def junit(results: Results) -> ET.Element:
         _case(suite, row)
     if results.explore is not None:
         explore.junit_case(suite, results)
+    if results.incomplete:
+        _withheld(suite, results)
     return top
+
+
+def _withheld(suite: ET.Element, results: Results) -> None:
+    """The verdict withheld: an error (the lab's), not a failure (the job's)."""
+    case = ET.SubElement(suite, "testcase", {"classname": "testbed", "name": "the lab's own parts", "time": "0"})
+    failure = results.failure or "a part of the lab failed"
+    error = ET.SubElement(case, "error", {"message": f"verdict withheld: {failure}", "type": "incomplete"})
+    error.text = "\n".join([failure, *(f"not judged: {cell}" for cell in results.not_run)])
 
 
 # Per test case, as properties: what a CI dashboard can count across runs.

@@ -324,6 +324,19 @@ def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
     assert {"retry-only @ none", "provider-key @ before-effect (timeout)"} <= names
 
 
+def test_junit_of_an_incomplete_run_is_in_error_naming_the_part_and_the_cells_not_judged(tmp_path):
+    results = chaos_results() | {"incomplete": True, "failure": "the provider died (pid 42, SIGKILL)"}
+    results |= {"notRun": ["provider-key @ after-effect (kill)"], "verdict": "incomplete"}
+    path = tmp_path / "junit.xml"
+    write_junit(path, stored.parse(results))
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None and suite.get("errors") == "1"
+    assert int(suite.get("tests", "")) == len(results["rows"]) + 1
+    [error] = [e for c in suite.findall("testcase") if (e := c.find("error")) is not None]
+    assert error.get("message") == "verdict withheld: the provider died (pid 42, SIGKILL)"
+    assert "not judged: provider-key @ after-effect (kill)" in (error.text or "")
+
+
 def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
     a = chaos_results()
     b = copy.deepcopy(a)
