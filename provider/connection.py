@@ -13,6 +13,15 @@ armed send's answer is made in a thread of its own, which the send holds at its
 boundaries, and written once made; the connection reads nothing more meanwhile,
 and a request already pipelined behind it (no client of the lab's sends one) is
 refused as a malformed request is: 400, and the connection closed.
+
+What a client can hold is bounded (`provider.limits`): a head over its size or
+header count is answered 431; the body of a request refused for want of the
+token is not read (401 from its head); a request not received whole within its
+ticks, like a connection idle for its own, is closed; and a client holding its
+share of connections has the next answered 503 and closed, as has everyone but
+the provider's own user once the descriptors left are the reserve
+(`Budget`). Clients are told apart by user where they are on this machine
+(`provider.peers`).
 """
 
 from __future__ import annotations
@@ -21,19 +30,40 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import cast
 
 import httptools
 
 from labcore.answers import REPLAYED
-from provider.service import BAD_REQUEST, FAILED, HeldSend, Request, Response, Service
+from provider.limits import (
+    BACKLOG,
+    FILES_RESERVE,
+    IDLE_TICKS,
+    MAX_HEAD,
+    MAX_HEADERS,
+    OWN_RESERVE,
+    PER_CLIENT,
+    REQUEST_TICKS,
+)
+from provider.peers import Client, Peers
+from provider.service import (
+    BAD_REQUEST,
+    FAILED,
+    HEAD_TOO_LARGE,
+    TOO_MANY_CONNECTIONS,
+    HeldSend,
+    Request,
+    Response,
+    Service,
+)
 from provider.wire import MAX_BODY
-
-IDLE_TICKS = 5  # a keep-alive connection idle for this many of the server's ticks (seconds) is closed
 
 _log = logging.getLogger("provider")
 _STATUS = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
@@ -76,21 +106,77 @@ def _date_line(now: float) -> bytes:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How many connections may be open at once: in all, from all the clients but the provider's
+    own user together (`strangers`), and from one of them (`per_client`)."""
+
+    total: int
+    strangers: int
+    per_client: int = PER_CLIENT
+
+    @classmethod
+    def of(cls, descriptors: int) -> Budget:
+        """Within `descriptors` (the process's limit). The own user's reserve covers a full backlog
+        too: connections one turn of the event loop accepts before it has closed those it refused.
+        Under a low limit, the reserve is at most half of what there is."""
+        total = max(descriptors - FILES_RESERVE, 2)
+        return cls(total, total - min(OWN_RESERVE + BACKLOG, total // 2))
+
+    def admits(self, own: bool, total: int, strangers: int, of_client: int) -> bool:
+        """Whether one more connection may open, with these already open (`of_client`: of its client)."""
+        if total >= self.total:
+            return False
+        return own or (strangers < self.strangers and of_client < self.per_client)
+
+
 class Connections:
     """A server's open connections, and what they share: the service, the event loop,
-    the Date header and the ticks that close idle ones (`tick`, once a second)."""
+    the Date header, the ticks that close idle and stalled ones (`tick`, once a second),
+    and the count of connections by client that admits each new one (`Budget`)."""
 
-    def __init__(self, service: Service, loop: asyncio.AbstractEventLoop, access: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        service: Service,
+        loop: asyncio.AbstractEventLoop,
+        access: logging.Logger | None = None,
+        budget: Budget | None = None,
+        peers: Peers | None = None,
+    ) -> None:
         self.service = service
         self.loop = loop
         self.access = access  # logs a line for every answer, as `testbed provider` shows them
         self.open: set[Connection] = set()
         self.ticks = 0
         self.date = _date_line(time.time())
+        self.peers = peers or Peers()
+        self._budget = budget or Budget.of(os.sysconf("SC_OPEN_MAX"))
+        self._own = os.geteuid()
+        self._admitted = 0
+        self._strangers = 0
+        self._by_client: Counter[Client] = Counter()
 
     def __call__(self) -> Connection:
         """A new connection's protocol (the factory a server is made with)."""
         return Connection(self)
+
+    def admit(self, client: Client) -> bool:
+        own = client == self._own
+        if not self._budget.admits(own, self._admitted, self._strangers, self._by_client[client]):
+            return False
+        self._admitted += 1
+        if not own:
+            self._strangers += 1
+            self._by_client[client] += 1
+        return True
+
+    def release(self, client: Client) -> None:
+        self._admitted -= 1
+        if client != self._own:
+            self._strangers -= 1
+            self._by_client[client] -= 1
+            if not self._by_client[client]:
+                del self._by_client[client]
 
     def in_progress(self) -> bool:
         return any(c.in_progress for c in self.open)
@@ -109,10 +195,15 @@ class Connections:
     def close(self) -> None:
         for connection in list(self.open):
             connection.close()
+        self.peers.close()
 
 
 class _Refused(Exception):
     """A request the connection will not read: pipelined behind an armed send, or after its close."""
+
+
+class _HeadTooLarge(Exception):
+    """A request head over MAX_HEAD bytes or MAX_HEADERS headers: answered 431, not read on."""
 
 
 class Connection(asyncio.Protocol):
@@ -122,12 +213,18 @@ class Connection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport  # from connection_made, which comes first
         self._client = "-"  # for the access log
+        self._admitted: Client | None = None  # whom the connection counts against, once admitted
         # The request coming in.
         self._url = b""
         self._headers: dict[bytes, bytes] = {}
         self._body = b""
         self._keep_alive = True
-        self._cut = False  # answered from its head (its body is over the cap): the rest is not read
+        self._cut = False  # answered from its head (its body is over the cap, or unwanted): the rest is not read
+        self._in_head = False  # its head has begun and is not complete
+        self._head_bytes = 0  # of its head, parsed: its line and headers
+        self._headers_read = 0
+        self._fed = 0  # bytes fed since its head began, while unfinished: what the parser may be keeping of it
+        self._began = 0  # the tick its first byte came in
         # The connection.
         self._busy = False  # a request has begun to come in and is not answered yet
         self._holding = False  # an armed send's answer is being made in its thread
@@ -150,6 +247,12 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):  # TCP's (host, port); a unix socket's peer has no name
             self._client = f"{peer[0]}:{peer[1]}"
+        # A transport with no socket (not one a server accepted) counts as the provider's own.
+        client = self._connections.peers.client(sock) if sock is not None else os.geteuid()
+        if not self._connections.admit(client):
+            self._reject(TOO_MANY_CONNECTIONS)
+            return
+        self._admitted = client
         self._connections.open.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -160,10 +263,18 @@ class Connection(asyncio.Protocol):
             # (`on_headers_complete`); a CONNECT, or what else the parser leaves unfinished, is refused.
             if self._busy and not self._holding:
                 self._reject()
-        except httptools.HttpParserError:
-            self._reject()
+        except httptools.HttpParserError as exc:  # a callback's own exception is its context
+            self._reject(HEAD_TOO_LARGE if isinstance(exc.__context__, _HeadTooLarge) else BAD_REQUEST)
+        else:
+            if self._in_head:  # the parser keeps an unfinished line whole, however long
+                self._fed += len(data)
+                if self._fed > MAX_HEAD:
+                    self._reject(HEAD_TOO_LARGE)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted is not None:
+            self._connections.release(self._admitted)
+            self._admitted = None
         self._lost = True
         self._busy = False  # what was coming in will not be answered
         if not self._holding:  # else once the held send is settled: it is still in progress
@@ -188,22 +299,38 @@ class Connection(asyncio.Protocol):
         self._headers = {}
         self._body = b""
         self._cut = False
+        self._in_head = True
+        self._head_bytes = self._headers_read = self._fed = 0
+        self._began = self._connections.ticks
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._head_read(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers_read += 1
+        self._head_read(len(name) + len(value))
         # The parser keeps a value's trailing whitespace, which is not part of it (RFC 9110, 5.5).
         self._headers.setdefault(name.lower(), value.rstrip(b" \t"))
 
+    def _head_read(self, size: int) -> None:
+        if self._in_head:
+            self._head_bytes += size
+            if self._head_bytes > MAX_HEAD or self._headers_read > MAX_HEADERS:
+                raise _HeadTooLarge
+
     def on_headers_complete(self) -> None:
+        self._in_head = False
         parser = self._parser
         # HTTP/1.1's keep-alive unless it says close (HTTP/1.0's only when it asks for it); an upgrade
         # this server does not speak is answered as a plain request, then the connection closed.
         self._keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
         declared = self._headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-            self._cut_short()
+            self._cut_short(oversized=True)
+            return
+        if (declared not in (None, b"0") or b"transfer-encoding" in self._headers) and not self._wants_body():
+            self._cut_short(oversized=False)
             return
         expect = self._headers.get(b"expect")
         if expect is not None and expect.lower() == b"100-continue" and parser.get_http_version() == "1.1":
@@ -213,7 +340,7 @@ class Connection(asyncio.Protocol):
         if not self._cut:
             self._body += body
             if len(self._body) > MAX_BODY:
-                self._cut_short()
+                self._cut_short(oversized=True)
 
     def on_message_complete(self) -> None:
         if not self._cut:
@@ -221,12 +348,17 @@ class Connection(asyncio.Protocol):
 
     # -- answering ------------------------------------------------------------------------
 
-    def _cut_short(self) -> None:
-        """The body is over the cap: the request is answered from its head, and the connection closed."""
+    def _wants_body(self) -> bool:
+        request = self._request(oversized=False)
+        return request is None or self._connections.service.reads_body(request)
+
+    def _cut_short(self, oversized: bool) -> None:
+        """The body is over the cap, or the service would refuse the request whatever it is: the
+        request is answered from its head, and the connection closed."""
         self._cut = True
         self._keep_alive = False
         self._body = b""
-        self._respond(oversized=True)
+        self._respond(oversized)
 
     def _respond(self, oversized: bool) -> None:
         request = self._request(oversized)
@@ -276,10 +408,11 @@ class Connection(asyncio.Protocol):
         if not keep_alive:
             self.close()
 
-    def _reject(self) -> None:
-        """Not a request this connection will answer: 400, and the connection closed."""
+    def _reject(self, answer: Response = BAD_REQUEST) -> None:
+        """Not a request this connection will answer: 400 (or what `answer` says), and the connection closed."""
         self._busy = False
-        self._write(_encode(BAD_REQUEST, self._connections.date, keep_alive=False))
+        self._in_head = False
+        self._write(_encode(answer, self._connections.date, keep_alive=False))
         self.close()
 
     def _hold(self, held: HeldSend, request: Request) -> None:
@@ -334,7 +467,10 @@ class Connection(asyncio.Protocol):
         self._transport.close()
 
     def close_if_idle(self, ticks: int) -> None:
-        if not self.in_progress and ticks - self._idle_since > IDLE_TICKS:
+        """Idle for its ticks, or receiving a request for its ticks (an armed send held is neither)."""
+        if self._holding:
+            return
+        if ticks - (self._began if self._busy else self._idle_since) > (REQUEST_TICKS if self._busy else IDLE_TICKS):
             self.close()
 
     def shutdown(self) -> None:

@@ -30,7 +30,7 @@ class Scopes:
         ledger = read(token).ledger
         secret = self._secrets.get(ledger) or self._store.scope_secret(ledger)
         if secret is None:
-            raise BadScope(f"no scoped access to ledger {ledger!r}")
+            raise BadScope("no scoped access to this ledger")  # the name is the caller's input: not repeated
         self._secrets[ledger] = secret
         return verify(token, secret)
 

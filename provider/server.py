@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -34,14 +35,14 @@ from labcore.collector import uncollected
 from labcore.keys import RunKeys
 from labcore.prctl import die_with_parent
 from provider.buses import RunBuses
-from provider.connection import Connections
+from provider.connection import Budget, Connections
 from provider.gate import Gate
 from provider.holds import Holds
+from provider.limits import BACKLOG
 from provider.service import Service
 from provider.store import Store
 
 GRACE = 1.0  # seconds a stopping server waits for the requests in progress
-BACKLOG = 2048
 
 
 def serve(
@@ -148,7 +149,7 @@ class Server:
         self._ticker = loop.call_later(1, self._tick, loop, connections)
 
     async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        connections = Connections(self._service, loop, self._access)
+        connections = Connections(self._service, loop, self._access, Budget.of(_descriptors()))
         servers = []
         for sock in self._sockets:
             if sock.family == socket.AF_UNIX:
@@ -176,6 +177,17 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # not built for this platform
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def _descriptors() -> int:
+    """The process's limit on open descriptors, first raised to the most it may be: each
+    connection takes one (`provider.connection.Budget` shares them out)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 def _access_logger() -> logging.Logger:

@@ -38,6 +38,7 @@ from provider import commands
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
+from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.routes import ROUTES, Resource, read
 from provider.scopes import Scopes
 from provider.store import LogReader, Store, UnknownLedger
@@ -85,6 +86,11 @@ def malformed(where: list[str]) -> Response:
 HEALTHY = Response(200, {"status": "ok"})
 # Not a request at all (the server's parser gave up on it): the connection ends with the answer.
 BAD_REQUEST = Response(400, malformed([]).body, close=True)
+HEAD_TOO_LARGE = Response(431, {"error": f"request head over {MAX_HEAD} bytes or {MAX_HEADERS} headers"}, close=True)
+# A client holding all the connections it may (provider.limits): the new one is answered and closed.
+TOO_MANY_CONNECTIONS = Response(
+    503, {"error": "too many connections from this client"}, headers=((RETRY_AFTER.encode(), b"1"),), close=True
+)
 UNAUTHORIZED = Response(
     401, {"error": "missing or wrong bearer token"}, headers=((b"www-authenticate", b"Bearer"),), close=True
 )
@@ -101,6 +107,10 @@ TURNED_AWAY = Response(
     headers=((RETRY_AFTER.encode(), b"1"),),
 )
 _SCOPED = f"{ROOT}/"  # under it, a path needs no bearer token, matched or not
+
+
+def _decoded(path: str) -> str:
+    return unquote(path) if "%" in path else path
 
 
 def _response(answer: Answer) -> Response:
@@ -124,7 +134,7 @@ class Service:
         self._store.close()
 
     def handle(self, request: Request) -> Response | HeldSend:
-        path = unquote(request.path) if "%" in request.path else request.path
+        path = _decoded(request.path)
         found = ROUTES.match(path)
         if found is None:
             return self._refused(request, path.startswith(_SCOPED)) or NOT_FOUND
@@ -142,11 +152,23 @@ class Service:
             self._gate.leave()
         return answer
 
+    def reads_body(self, request: Request) -> bool:
+        """Whether the body of a request (its head alone given) is to be read: not when the request
+        is refused for want of the token, so that a client without it makes the provider hold no body.
+        Only the open routes under the scoped root take a body without the token."""
+        if self._authorized(request):
+            return True
+        return _decoded(request.path).startswith(_SCOPED)
+
+    def _authorized(self, request: Request) -> bool:
+        if self._token is None:
+            return True
+        presented = request.headers.get(b"authorization")
+        return matches(None if presented is None else presented.decode("latin-1"), self._token)
+
     def _refused(self, request: Request, open_route: bool) -> Response | None:
-        if not open_route and self._token is not None:
-            presented = request.headers.get(b"authorization")
-            if not matches(None if presented is None else presented.decode("latin-1"), self._token):
-                return UNAUTHORIZED
+        if not open_route and not self._authorized(request):
+            return UNAUTHORIZED
         return TOO_LARGE if request.oversized else None
 
     def _answer(self, resource: Resource, values: tuple[str, ...], request: Request) -> Response | HeldSend:

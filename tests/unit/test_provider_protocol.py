@@ -29,13 +29,17 @@ CREATED = Response(201, {"id": "eff_1", "reference": "op-1"}, replayed=True)
 class Told:
     """A service that answers every request as told, and keeps what it was handed."""
 
-    def __init__(self, answer: Response | Callable[[], Response | HeldSend] = CREATED) -> None:
+    def __init__(self, answer: Response | Callable[[], Response | HeldSend] = CREATED, needs_token: bool = False) -> None:
         self.requests: list[Request] = []
         self._answer = answer
+        self.needs_token = needs_token  # then a body is read only after an Authorization header
 
     def handle(self, request: Request) -> Response | HeldSend:
         self.requests.append(request)
         return self._answer if isinstance(self._answer, Response) else self._answer()
+
+    def reads_body(self, request: Request) -> bool:
+        return b"authorization" in request.headers or not self.needs_token
 
 
 class Recorder(asyncio.Transport):
