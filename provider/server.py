@@ -56,12 +56,14 @@ def serve(
     sock: socket.socket | None = None,
     access_log: bool = False,
     uds: Path | None = None,
+    announce: str | None = None,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
     environment, never from a command line: see labcore.credentials. With
     `sock`, serve on that bound socket (the caller chose and named the port).
     With `uds`, serve on that unix socket too (the same service, the same token):
-    the lab's own work-horses on this host connect there, without a TCP connect per job."""
+    the lab's own work-horses on this host connect there, without a TCP connect per job.
+    With `announce` (the command's name), say on stderr where it serves, once bound."""
     die_with_parent(parent_pid)
     with uncollected():  # the store and the service live as long as the provider
         store = Store(db)
@@ -71,6 +73,10 @@ def serve(
     sockets = [sock if sock is not None else _tcp_socket(host, port)]
     if uds is not None:
         sockets.append(_unix_socket(uds))
+    if announce is not None:
+        where = f"[{host}]" if ":" in host else host
+        also = f" and {uds}" if uds is not None else ""
+        print(f"{announce}: serving http://{where}:{sockets[0].getsockname()[1]}{also} (log {db})", file=sys.stderr)
 
     def close() -> None:
         service.close()

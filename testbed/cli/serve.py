@@ -49,11 +49,9 @@ def provider(
         raise
     from provider.server import serve
 
-    where = f"[{host}]" if ":" in host else host
-    print(f"testbed provider: serving http://{where}:{sock.getsockname()[1]} (log {db})", file=sys.stderr, flush=True)
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port, db, host=host, token=token, sock=sock, access_log=True)
+        serve(port, db, host=host, token=token, sock=sock, access_log=True, announce="testbed provider")
     return 0
 
 

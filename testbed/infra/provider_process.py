@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
-from labcore.endpoints import unix_url
+from labcore.endpoints import unix_path, unix_url
 from labcore.procs import free_port, spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
@@ -27,15 +27,22 @@ if TYPE_CHECKING:
 
 
 def provider_client(url: str, token: str | None, timeout: float) -> httpx.Client:
-    """A client of a provider at `url` with the run's token, the environment's proxies
-    ignored. TLS is set up only for https: httpx's default context loads the CA
-    bundle for every client, wasted on the run's own plain-HTTP provider. httpx is
-    imported here, not with this module: a run launches its processes first and
+    """A client of a provider at `url` (a unix socket's too: `labcore.endpoints`) with the run's
+    token, the environment's proxies ignored. TLS is set up only for https: httpx's default
+    context loads the CA bundle for every client, wasted on the run's own plain-HTTP provider.
+    httpx is imported here, not with this module: a run launches its processes first and
     imports httpx while they boot."""
     import httpx
 
+    path = unix_path(url)
+    transport = None if path is None else httpx.HTTPTransport(uds=path)
     return httpx.Client(
-        base_url=url, headers=bearer(token), trust_env=False, timeout=timeout, verify=url.startswith("https:")
+        base_url=url if path is None else "http://provider",
+        headers=bearer(token),
+        trust_env=False,
+        timeout=timeout,
+        verify=url.startswith("https:"),
+        transport=transport,
     )
 
 
@@ -47,9 +54,10 @@ class ProviderProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = new_secret()
         self._argv = [sys.executable, "-m", "provider", "--port", str(self.port), "--db", str(self.db)]
-        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid())]
-        # The built-in job's work-horses take the unix socket in the run's private dir (no
-        # TCP connect per job); the admin, users' jobs and anyone else use TCP.
+        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid()), "--quiet"]
+        # The lab's own processes (the built-in job's work-horses, the controller) take the unix
+        # socket in the run's private dir: no TCP connect per job, and no loopback port another
+        # local user can crowd; users' jobs and anyone else use TCP.
         self.job_url = self.url
         uds = workdir / "provider.sock"
         if socket_fits(uds):
@@ -66,7 +74,7 @@ class ProviderProcess:
 
         assert self._proc is not None
         deadline = time.monotonic() + timeout
-        with provider_client(self.url, None, timeout=1.0) as http:
+        with provider_client(self.job_url, None, timeout=1.0) as http:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
                     tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
@@ -79,7 +87,7 @@ class ProviderProcess:
                 # The first cell waits for this answer, and a refused connect is cheap:
                 # a short poll, so that the poll itself adds nothing to the run's start.
                 time.sleep(0.005)
-        raise SetupError(f"provider did not answer on {self.url} within {timeout:.0f} s")
+        raise SetupError(f"provider did not answer on {self.job_url} within {timeout:.0f} s")
 
     def check(self) -> None:
         check_alive("the provider", self._proc, self.log)

@@ -186,7 +186,7 @@ class Stack(RunStack):
     def wait_ready(self) -> None:
         self.provider.wait_ready()
         self.supervisor.wait_ready(self.redis)
-        self.admin = ProviderAdmin(self.provider.url, self.provider.token)
+        self.admin = ProviderAdmin(self.provider.job_url, self.provider.token)
         self._exit.callback(self.admin.close)
         self.log = LogReader(self.provider.db)
         self._exit.callback(self.log.close)

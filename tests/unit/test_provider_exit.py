@@ -29,6 +29,9 @@ class Holding:
 
         return HeldSend(run, self.settled.set)
 
+    def reads_body(self, request: Request) -> bool:
+        return True
+
 
 def test_a_held_send_whose_client_went_away_is_in_progress_until_settled() -> None:
     service = Holding()

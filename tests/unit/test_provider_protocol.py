@@ -29,7 +29,9 @@ CREATED = Response(201, {"id": "eff_1", "reference": "op-1"}, replayed=True)
 class Told:
     """A service that answers every request as told, and keeps what it was handed."""
 
-    def __init__(self, answer: Response | Callable[[], Response | HeldSend] = CREATED, needs_token: bool = False) -> None:
+    def __init__(
+        self, answer: Response | Callable[[], Response | HeldSend] = CREATED, needs_token: bool = False
+    ) -> None:
         self.requests: list[Request] = []
         self._answer = answer
         self.needs_token = needs_token  # then a body is read only after an Authorization header
