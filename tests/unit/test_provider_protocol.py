@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
 
-from provider.connection import IDLE_TICKS, Connection, Connections
+from provider.connection import Budget, Connection, Connections
+from provider.limits import IDLE_TICKS, MAX_HEAD, MAX_HEADERS, REQUEST_TICKS
+from provider.peers import Client, Peers
 from provider.service import HeldSend, Request, Response
 from provider.wire import MAX_BODY
 
@@ -261,6 +264,142 @@ def test_an_idle_connection_is_closed_after_its_ticks_and_a_busy_one_is_not() ->
 
     idle, busy = asyncio.run(ticks())
     assert idle.closed_after == 1 and busy.closed_after == -1
+
+
+def test_a_request_not_received_whole_within_its_ticks_is_closed() -> None:
+    """A half-sent request holds its connection for REQUEST_TICKS at most: head or body unfinished."""
+
+    async def ticks() -> list[int]:
+        connections = Connections(Told(), asyncio.get_running_loop())  # type: ignore[arg-type]
+        transports = []
+        for data in (b"POST /ledgers/l/effects HTTP/1.1\r\nHost: x\r\n", SEND % 2 + b"{"):
+            transport = Recorder()
+            connection = connections()
+            connection.connection_made(transport)
+            connection.data_received(data)
+            transports.append(transport)
+        seen = []
+        for _ in range(REQUEST_TICKS + 1):
+            seen.append(sum(t.closed_after >= 0 for t in transports))
+            connections.tick()
+        return [*seen, sum(t.closed_after >= 0 for t in transports)]
+
+    closed = asyncio.run(ticks())
+    assert closed[:-1] == [0] * (REQUEST_TICKS + 1) and closed[-1] == 2
+
+
+def test_a_head_over_its_size_or_header_count_is_answered_431_and_closed() -> None:
+    """Whether its headers are parsed, or one never ends: the parser holds no more than the cap."""
+    never_ends = b"POST /ledgers/l/effects HTTP/1.1\r\nX-Big: " + b"x" * 8192
+    many = b"GET /health HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(MAX_HEADERS + 1)) + b"\r\n"
+    long_url = b"GET /" + b"x" * MAX_HEAD + b" HTTP/1.1\r\n\r\n"
+    for chunks in ([never_ends] * (MAX_HEAD // 8192 + 1), [many], [long_url]):
+        service = Told()
+        recorder, connection = served(service, *chunks)
+        (refusal,) = recorder.writes
+        assert refusal.startswith(b"HTTP/1.1 431 Request Header Fields Too Large") and recorder.closed_after == 1
+        assert service.requests == [] and not connection.in_progress
+
+
+def test_a_head_just_under_the_caps_fed_byte_by_byte_is_answered() -> None:
+    headers = b"".join(b"X-%d: y\r\n" % n for n in range(MAX_HEADERS - 2))
+    head = b"GET /health HTTP/1.1\r\nHost: x\r\n" + headers + b"X-Pad: "
+    head += b"p" * (MAX_HEAD - len(head) - 4) + b"\r\n\r\n"
+    assert len(head) == MAX_HEAD
+    service = Told()
+    recorder, _ = served(service, *(head[i : i + 1] for i in range(len(head))))
+    assert len(service.requests) == 1 and recorder.writes[0].startswith(b"HTTP/1.1 201")
+    assert recorder.closed_after == -1
+
+
+def test_without_the_token_a_body_is_not_read() -> None:
+    """The service refuses such a request from its head alone: it is handed the head, the connection closed."""
+    service = Told(needs_token=True)
+    recorder, connection = served(service, SEND % 10_000, b"x" * 10_000)
+    (request,) = service.requests
+    assert request.body == b"" and not request.oversized
+    assert len(recorder.writes) == 1 and recorder.closed_after == 1 and not connection.in_progress
+    service = Told(needs_token=True)
+    served(service, (SEND % 2).replace(b"Host: x", b"Host: x\r\nAuthorization: Bearer t"), b"{}")
+    assert [r.body for r in service.requests] == [b"{}"]
+
+
+class _Socket:
+    family = socket.AF_UNIX
+
+
+class _Said(Peers):
+    """Peers as told: each connection's client is the next one listed."""
+
+    def __init__(self, clients: list[Client]) -> None:
+        super().__init__()
+        self.clients = clients
+
+    def client(self, sock: socket.socket) -> Client:
+        return self.clients.pop(0)
+
+
+def test_a_client_over_its_share_of_connections_is_answered_503_and_closed() -> None:
+    """A stranger past its cap; every stranger past theirs together; everyone past the total. The
+    provider's own user only past the total, and a connection closed frees its place."""
+    own = os.geteuid()
+    clients: list[Client] = [own + 1] * 3 + [own + 2] * 2 + [own + 3] + [own] * 3 + [own + 1, own]
+
+    async def connect() -> list[int]:
+        budget = Budget(total=6, strangers=4, per_client=2)
+        peers = _Said(list(clients))
+        connections = Connections(Told(), asyncio.get_running_loop(), budget=budget, peers=peers)  # type: ignore[arg-type]
+        refused = []
+        made = []
+        for n in range(len(clients) - 2):
+            transport = Recorder()
+            transport._extra["socket"] = _Socket()  # type: ignore[attr-defined]
+            connection = connections()
+            connection.connection_made(transport)
+            made.append(connection)
+            if transport.writes:
+                assert transport.writes[0].startswith(b"HTTP/1.1 503") and transport.closed_after == 1
+                refused.append(n)
+                connection.connection_lost(None)
+        made[0].connection_lost(None)  # a stranger's first closes: its place is free
+        for n in range(len(clients) - 2, len(clients)):
+            transport = Recorder()
+            transport._extra["socket"] = _Socket()  # type: ignore[attr-defined]
+            connections().connection_made(transport)
+            if transport.writes:
+                refused.append(n)
+        return refused
+
+    # 2: the third of one stranger; 5: past all strangers' 4; 8: past the total of 6; then,
+    # a place freed: 9 (a stranger under its cap) takes it, and 10 (own) finds the total reached.
+    assert asyncio.run(connect()) == [2, 5, 8, 10]
+
+
+def test_the_budget_keeps_a_reserve_for_the_own_user() -> None:
+    budget = Budget.of(20_000)
+    assert budget.total < 20_000 and 0 < budget.strangers < budget.total
+    assert budget.admits(own=True, total=budget.strangers + 10, strangers=budget.strangers, of_client=0)
+    assert not budget.admits(own=False, total=budget.strangers, strangers=budget.strangers, of_client=0)
+    assert not budget.admits(own=False, total=0, strangers=0, of_client=budget.per_client)
+    assert not budget.admits(own=True, total=budget.total, strangers=0, of_client=0)
+    low = Budget.of(1024)  # a low limit: the reserve is half of what there is
+    assert low.strangers == low.total - low.total // 2
+
+
+def test_the_client_of_a_connection_on_this_machine_is_its_user() -> None:
+    """Over a unix socket and over loopback TCP alike (the kernel's socket diagnostics)."""
+    peers = Peers()
+    left, right = socket.socketpair()
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    try:
+        assert peers.client(right) == os.geteuid()
+        assert peers.client(accepted) == os.geteuid()
+    finally:
+        for s in (left, right, listener, client, accepted):
+            s.close()
+        peers.close()
 
 
 ARMED = Response(201, {"id": "eff_2", "reference": "op-2"})

@@ -16,7 +16,7 @@ from provider.gate import Gate
 from provider.holds import Holds
 from provider.openapi import document
 from provider.routes import ROUTES
-from provider.service import HeldSend, Response
+from provider.service import HeldSend, Request, Response
 from provider.store import Store
 from provider.wire import MAX_BODY
 from tests.support.service_client import ServiceClient, request
@@ -111,6 +111,16 @@ def test_the_token_is_checked_before_anything_else(client: ServiceClient) -> Non
 
 
 _SCOPED_SENDS = {f"scoped_{m}" for m in ("post", "put", "patch", "delete")}
+
+
+def test_a_body_is_read_only_where_the_token_is_not_missing(client: ServiceClient) -> None:
+    """The server asks before it reads a body: a request refused for want of the token is answered from its head."""
+    assert not client.service.reads_body(Request("POST", "/ledgers/l/effects", headers={}))
+    assert not client.service.reads_body(Request("PUT", "/%6Cedgers/l", headers={b"authorization": b"Bearer no"}))
+    authorized = {b"authorization": f"Bearer {TOKEN}".encode()}
+    assert client.service.reads_body(Request("POST", "/ledgers/l/effects", headers=authorized))
+    assert client.service.reads_body(Request("POST", "/s/token/api/charges", headers={}))  # its URL is its credential
+    assert client.service.reads_body(Request("POST", "/%73/token/api/charges", headers={}))
 
 
 def test_a_closed_gate_turns_jobs_away_and_lets_health_and_the_controller_through(client: ServiceClient) -> None:
