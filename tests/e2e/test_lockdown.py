@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from labcore.credentials import BUS_URL_ENV, RQ_URL_ENV, TOKEN_ENV
 from labcore.procs import free_port
 from testbed.infra.redis_server import PrivateRedis
 from tests.support.helpers import TESTBED, Ran, assert_left_nothing, descendants, finish, run_testbed, start_testbed
+from tests.support.standalone import Standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -97,6 +99,78 @@ def test_another_user_can_neither_reach_redis_nor_change_the_provider(open_workd
     assert (key["effects"], key["duplicateEffects"], key["missingOperations"]) == (100, 0, 0)
     assert (retry["effects"], retry["duplicateEffects"]) == (110, 10)
     assert_left_nothing(ran)
+
+
+FLOOD = 25_000  # half-open connections the attacker holds: more than the provider's descriptor limit here
+
+
+def _flood(attacker: list[str], target: str, seconds: float, *ports: int) -> subprocess.Popen[bytes]:
+    """The attacker's flood (tests/support/attacker.py) in a process group of its own, to be killed whole."""
+    argv = [*attacker, "flood", target, str(seconds), str(FLOOD), *map(str, ports)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", start_new_session=True)
+
+
+def _flood_report(flood: subprocess.Popen[bytes]) -> dict:
+    try:
+        out, errors = flood.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(flood.pid, signal.SIGKILL)
+        flood.wait()
+    return json.loads(out) if flood.returncode == 0 else pytest.fail(f"attacker failed: {errors!r}")
+
+
+def test_half_open_connections_from_another_user_change_no_verdict(open_workdir: Path) -> None:
+    """A user holding half-sent requests to every port the run's provider listens on: the run's table
+    is the one it has without them, or the run stops naming its provider (exit 3); never a finding."""
+    attacker = _attacker_argv()
+    proc, _, _ = start_testbed(CELLS, open_workdir)
+    flood = _flood(attacker, str(proc.pid), 50)
+    try:
+        ran = finish(proc, open_workdir, timeout=55)
+        report = _flood_report(flood)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(flood.pid, signal.SIGKILL)
+
+    # The attacker found the provider's port and kept its connections coming; the provider closed
+    # those past its cap. Its unix socket, in the run's private dir, refuses another user.
+    assert report["uid"] != 0 and len(report["ports"]) == 1, report
+    assert report["opened"] >= FLOOD and report["closed_by_server"] > 0, report
+    assert {r for replies in report["unix"].values() for r in replies} <= {"connect: PermissionError"}, report
+    assert ran.code in (0, 3), ran.stdout + ran.stderr
+    if ran.code == 3:
+        assert "provider" in ran.stderr, ran.stderr
+    else:
+        key, retry = ran.row("provider-key", "after-effect"), ran.row("retry-only", "after-effect")
+        assert (key["effects"], key["duplicateEffects"], key["missingOperations"]) == (100, 0, 0)
+        assert (retry["effects"], retry["duplicateEffects"]) == (110, 10)
+    assert_left_nothing(ran)
+
+
+def test_a_standalone_provider_answers_health_under_half_open_connections(workdir: Path) -> None:
+    attacker = _attacker_argv()
+    provider = Standalone(workdir / "p.sqlite3").start()
+    flood = _flood(attacker, "0", 15, provider.port)
+    answers: list[int | str] = []
+    try:
+        with httpx.Client(base_url=provider.url, trust_env=False, timeout=30) as http:
+            while flood.poll() is None:
+                try:
+                    answers.append(http.get("/health").status_code)
+                except httpx.TransportError as exc:
+                    answers.append(type(exc).__name__)
+                time.sleep(0.1)
+        report = _flood_report(flood)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(flood.pid, signal.SIGKILL)
+        provider.stop()
+    assert report["opened"] >= FLOOD and report["closed_by_server"] > 0, report
+    assert len(answers) >= 10 and set(answers) == {200}, answers
 
 
 def _watch(proc: subprocess.Popen, seen: set) -> tuple[set[str], list[str], dict[str, int]]:

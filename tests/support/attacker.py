@@ -162,12 +162,13 @@ def provider_attack(port: int, run: str) -> list[int | str]:
 HALF_SENT = b"POST /ledgers/x/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
-def hold(connect: Callable[[], socket.socket], share: int, deadline: float) -> dict[str, int]:
-    """Holds up to `share` half-sent requests until `deadline`, replacing each the server closes."""
+def hold(connect: Callable[[], socket.socket], share: int, deadline: float, root: int) -> dict[str, int]:
+    """Holds up to `share` half-sent requests until `deadline` or the end of the run `root` (if not 0),
+    replacing each the server closes."""
     held: dict[int, socket.socket] = {}
     poller = select.epoll()
     counts: Counter[str] = Counter()
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (not root or os.path.exists(f"/proc/{root}")):
         for _ in range(min(share - len(held), 2000)):  # a round's new connections, then a look at the old
             try:
                 conn = connect()
@@ -208,7 +209,7 @@ def flood(root: int, seconds: float, connections: int, ports: list[int]) -> dict
             pid = os.fork()
             if pid == 0:
                 os.close(reader)
-                report = json.dumps(hold(tcp(port), share, deadline)).encode()
+                report = json.dumps(hold(tcp(port), share, deadline, root)).encode()
                 os.write(writer, report)
                 os._exit(0)
             os.close(writer)
