@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 from pathlib import Path
 
 from labcore.collector import uncollected
@@ -22,7 +23,12 @@ def main() -> None:
         from provider.server import serve
 
     parser = argparse.ArgumentParser(prog="python -m provider")
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int)
+    # The lab binds the sockets and keeps them across the provider's restarts: a
+    # connection made while a crashed provider is restarting waits in the socket's
+    # backlog for the next one, instead of being refused (a fault nobody planned).
+    where.add_argument("--fd", type=int, action="append", help="serve on this inherited listening socket")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--bus-prefix")
@@ -32,7 +38,9 @@ def main() -> None:
     bus_url, token = os.environ.get(BUS_URL_ENV) or None, os.environ.get(TOKEN_ENV) or None
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
-        serve(args.port, args.db, args.host, bus_url, args.bus_prefix, args.parent_pid, token, uds=args.uds)
+        sockets = [socket.socket(fileno=fd) for fd in args.fd or ()]
+        port, host = args.port or 0, args.host
+        serve(port, args.db, host, bus_url, args.bus_prefix, args.parent_pid, token, sockets=sockets, uds=args.uds)
 
 
 if __name__ == "__main__":

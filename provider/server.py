@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,13 +52,14 @@ def serve(
     bus_prefix: str | None = None,
     parent_pid: int | None = None,
     token: str | None = None,
-    sock: socket.socket | None = None,
+    sockets: Sequence[socket.socket] = (),
     access_log: bool = False,
     uds: Path | None = None,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
     environment, never from a command line: see labcore.credentials. With
-    `sock`, serve on that bound socket (the caller chose and named the port).
+    `sockets`, serve on those bound sockets instead of `host`:`port` (the caller
+    chose and named the port, or holds them across the provider's restarts).
     With `uds`, serve on that unix socket too (the same service, the same token):
     the lab's own work-horses on this host connect there, without a TCP connect per job."""
     die_with_parent(parent_pid)
@@ -67,9 +68,9 @@ def serve(
         connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
         gate = Gate()
         service = Service(store, Holds(connect, gate), gate, token)
-    sockets = [sock if sock is not None else _tcp_socket(host, port)]
+    listening = list(sockets) or [_tcp_socket(host, port)]
     if uds is not None:
-        sockets.append(_unix_socket(uds))
+        listening.append(_unix_socket(uds))
 
     def close() -> None:
         service.close()
@@ -78,7 +79,7 @@ def serve(
                 uds.unlink()
 
     try:
-        Server(service, sockets, close, access_log).run()
+        Server(service, listening, close, access_log).run()
     finally:
         close()
 

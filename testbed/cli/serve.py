@@ -53,7 +53,7 @@ def provider(
     print(f"testbed provider: serving http://{where}:{sock.getsockname()[1]} (log {db})", file=sys.stderr, flush=True)
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port, db, host=host, token=token, sock=sock, access_log=True)
+        serve(port, db, host=host, token=token, sockets=[sock], access_log=True)
     return 0
 
 
