@@ -23,12 +23,16 @@ import psutil
 
 
 def spawn(
-    argv: Sequence[str], log: Path, env: dict[str, str] | None = None, piped: bool = False
+    argv: Sequence[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    piped: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start a child that dies with us. Non-Python programs go through
     `labcore.prctl`'s exec wrapper (`guarded`) so the death signal is set before they start.
     `piped`: its stdin and stdout are pipes to us (a child we talk to), only
-    its stderr goes to the log."""
+    its stderr goes to the log. `pass_fds`: descriptors the child inherits (listening sockets)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             list(argv),
@@ -37,6 +41,7 @@ def spawn(
             stderr=out if piped else subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
 
 

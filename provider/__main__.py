@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -27,7 +28,12 @@ def main() -> None:
         from provider.server import serve
 
     parser = argparse.ArgumentParser(prog=PROG)
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int)
+    # The lab binds the sockets and keeps them across the provider's restarts: a
+    # connection made while a crashed provider is restarting waits in the socket's
+    # backlog for the next one, instead of being refused (a fault nobody planned).
+    where.add_argument("--fd", type=int, action="append", help="serve on this inherited listening socket")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--bus-prefix")
@@ -42,14 +48,17 @@ def main() -> None:
         print(f"{PROG}: warning: no token (${TOKEN_ENV}): every local user can call this provider", file=sys.stderr)
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
+        sockets = [socket.socket(fileno=fd) for fd in args.fd or ()]
+        port, host = args.port or 0, args.host
         serve(
-            args.port,
+            port,
             args.db,
-            args.host,
+            host,
             bus_url,
             args.bus_prefix,
             args.parent_pid,
             token,
+            sockets=sockets,
             access_log=not args.quiet,
             uds=args.uds,
             announce=PROG,

@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -53,14 +53,15 @@ def serve(
     bus_prefix: str | None = None,
     parent_pid: int | None = None,
     token: str | None = None,
-    sock: socket.socket | None = None,
+    sockets: Sequence[socket.socket] = (),
     access_log: bool = False,
     uds: Path | None = None,
     announce: str | None = None,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
     environment, never from a command line: see labcore.credentials. With
-    `sock`, serve on that bound socket (the caller chose and named the port).
+    `sockets`, serve on those bound sockets instead of `host`:`port` (the caller
+    chose and named the port, or holds them across the provider's restarts).
     With `uds`, serve on that unix socket too (the same service, the same token):
     the lab's own work-horses on this host connect there, without a TCP connect per job.
     With `announce` (the command's name), say on stderr where it serves, once bound."""
@@ -70,13 +71,12 @@ def serve(
         connect = functools.partial(_bus, bus_url, bus_prefix) if bus_url else None
         gate = Gate()
         service = Service(store, Holds(connect, gate), gate, token)
-    sockets = [sock if sock is not None else _tcp_socket(host, port)]
+    listening = list(sockets) or [_tcp_socket(host, port)]
     if uds is not None:
-        sockets.append(_unix_socket(uds))
+        listening.append(_unix_socket(uds))
     if announce is not None:
-        where = f"[{host}]" if ":" in host else host
-        also = f" and {uds}" if uds is not None else ""
-        print(f"{announce}: serving http://{where}:{sockets[0].getsockname()[1]}{also} (log {db})", file=sys.stderr)
+        where = " and ".join(_address(sock) for sock in listening)
+        print(f"{announce}: serving {where} (log {db})", file=sys.stderr)
 
     def close() -> None:
         service.close()
@@ -85,7 +85,7 @@ def serve(
                 uds.unlink()
 
     try:
-        Server(service, sockets, close, access_log).run()
+        Server(service, listening, close, access_log).run()
     finally:
         close()
 
@@ -204,6 +204,14 @@ def _access_logger() -> logging.Logger:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     return logger
+
+
+def _address(sock: socket.socket) -> str:
+    """Where a listening socket is reached: its URL, or a unix socket's path."""
+    if sock.family == socket.AF_UNIX:
+        return str(sock.getsockname())
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _tcp_socket(host: str, port: int) -> socket.socket:

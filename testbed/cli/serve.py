@@ -51,7 +51,7 @@ def provider(
 
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port, db, host=host, token=token, sock=sock, access_log=True, announce="testbed provider")
+        serve(port, db, host=host, token=token, sockets=[sock], access_log=True, announce="testbed provider")
     return 0
 
 

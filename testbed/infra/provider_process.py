@@ -7,6 +7,7 @@ Redis URL reach it through its environment, never its command line.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from urllib.parse import quote
 
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_path, unix_url
-from labcore.procs import free_port, spawn
+from labcore.procs import spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError
 from testbed.infra.parts import check_alive
@@ -47,27 +48,35 @@ def provider_client(url: str, token: str | None, timeout: float) -> httpx.Client
 
 
 class ProviderProcess:
+    """The run's provider. The lab binds its listening sockets and hands them to each
+    incarnation: while a crashed provider restarts, a connection waits in the socket's
+    backlog for the next one rather than being refused, so the crash reaches only the
+    requests the provider held, the ones the fault was planned for."""
+
     def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0) -> None:
-        self.port = port or free_port()
         self.db = workdir / "provider.sqlite3"
         self.log = workdir / "provider.log"
+        self._sockets = [_listening_tcp(port)]
+        self.port = self._sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = new_secret()
-        self._argv = [sys.executable, "-m", "provider", "--port", str(self.port), "--db", str(self.db)]
-        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid()), "--quiet"]
         # The lab's own processes (the built-in job's work-horses, the controller) take the unix
         # socket in the run's private dir: no TCP connect per job, and no loopback port another
         # local user can crowd; users' jobs and anyone else use TCP.
         self.job_url = self.url
         uds = workdir / "provider.sock"
         if socket_fits(uds):
-            self._argv += ["--uds", str(uds)]
+            self._sockets.append(_listening_unix(uds))
             self.job_url = unix_url(uds)
+        self._argv = [sys.executable, "-m", "provider", "--db", str(self.db)]
+        for sock in self._sockets:
+            self._argv += ["--fd", str(sock.fileno())]
+        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid()), "--quiet"]
         self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}
         self._proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> None:
-        self._proc = spawn(self._argv, self.log, env=self._env)
+        self._proc = spawn(self._argv, self.log, env=self._env, pass_fds=[s.fileno() for s in self._sockets])
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         import httpx
@@ -108,10 +117,32 @@ class ProviderProcess:
             raise RunFailure(f"the provider did not come back after its crash: {exc}") from None
 
     def release(self) -> list[subprocess.Popen[bytes]]:
-        """Hand the process over to be stopped."""
+        """Hand the process over to be stopped; no restart will need the sockets."""
+        for sock in self._sockets:
+            sock.close()
         procs = [] if self._proc is None else [self._proc]
         self._proc = None
         return procs
+
+
+def _listening_tcp(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise SetupError(f"the provider cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+    sock.listen(socket.SOMAXCONN)
+    return sock
+
+
+def _listening_unix(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)  # the run's own processes only (its dir is private too)
+    sock.listen(socket.SOMAXCONN)
+    return sock
 
 
 class ProviderAdmin:

@@ -21,6 +21,7 @@ from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provi
 
 pytestmark = pytest.mark.e2e
 
+NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
 BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hello"}
 
 
@@ -208,20 +209,60 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     assert proc.returncode in (0, -15)  # not -SIGKILL: it stopped by itself
 
 
-def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm_with_its_socket_removed(
-    private_redis_url: str, workdir
-) -> None:
+def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm(private_redis_url: str, workdir) -> None:
     """A run's provider stopped between requests does not wait for anything: it closes
-    its store and its unix socket and dies by the SIGTERM, with an idle
-    keep-alive connection open. What it applied is in its log."""
+    its store and dies by the SIGTERM, with an idle keep-alive connection open.
+    What it applied is in its log."""
     with a_runs_provider(workdir, private_redis_url, "idle") as (process, proc):
         assert (workdir / "provider.sock").exists()  # a short dir: the run's unix socket
         with provider_client(process.url, process.token, timeout=10) as http:
             assert http.post("/ledgers/idle/effects", json=BODY).status_code == 201
             stop_all([proc])  # the connection stays open, idle, across the stop
     assert proc.returncode == -15
-    assert not (workdir / "provider.sock").exists()
     assert LogReader(process.db).records("idle", ["op-1"])["op-1"].effects == 1
+
+
+def test_a_crashed_runs_provider_refuses_no_connection_while_it_restarts(private_redis_url: str, workdir) -> None:
+    """The lab holds the provider's listening sockets across a crash: a request made
+    while the provider is dead waits for the next one and is answered; only the
+    requests the dead one held could fail (a crash is a fault for them alone)."""
+    process = ProviderProcess(workdir, private_redis_url, "testbed:restart")
+    process.launch()
+    try:
+        process.wait_ready()
+        answered, refused, gap = [], [], threading.Event()
+        done = threading.Event()
+
+        def knock() -> None:
+            # A fresh connection per request, as a job that opens its own.
+            with httpx.Client(base_url=process.url, trust_env=False, timeout=10, limits=NO_KEEPALIVE) as http:
+                while not done.is_set():
+                    during = gap.is_set()
+                    try:
+                        answered.append((during, http.get("/health").status_code))
+                    except httpx.ConnectError as exc:
+                        refused.append(exc)
+                    except httpx.TransportError:
+                        pass  # held by the provider as it died: the crash's own request
+
+        knocker = threading.Thread(target=knock)
+        knocker.start()
+        try:
+            time.sleep(0.1)
+            gap.set()
+            old = process.pid
+            psutil.Process(old).kill()
+            process.relaunch()
+            gap.clear()
+            time.sleep(0.1)
+        finally:
+            done.set()
+            knocker.join(30)
+        assert process.pid != old
+        assert refused == []
+        assert (True, 200) in answered, "no request was made while the provider was down"
+    finally:
+        stop_all(process.release())
 
 
 def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:

@@ -2,9 +2,9 @@
 
 Standard library only (it runs on the system's python3, not the project's venv), and it knows only
 what any local user can read: the process table (/proc/*/stat, /proc/*/cmdline) and the kernel's
-socket tables (/proc/net/unix). Given the pid of a `testbed` process, it finds that run's Redis
-(its unix socket or TCP port, from redis-server's process title) and its provider (the port on the
-command line), then until the run ends it tries to
+socket tables (/proc/net/unix, /proc/net/tcp). Given the pid of a `testbed` process, it finds that
+run's Redis (its unix socket or TCP port, from redis-server's process title) and its provider (a
+loopback listener of the provider's owner that answers /health), then until the run ends it tries to
 
 - reach Redis and enqueue a job, write a key, and move Redis's dump directory (CONFIG SET dir);
 - call the provider's admin routes with no token: turn deduplication off, move the clock past key
@@ -61,6 +61,27 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def listening_provider(pid: int) -> int:
+    """The provider's TCP port: the lab hands it an inherited socket, so its command line
+    names no port; the kernel lists every listener and its owner, and the provider
+    answers /health as itself."""
+    with open(f"/proc/{pid}/status") as f:
+        uid = next(line.split()[1] for line in f if line.startswith("Uid:"))
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    loopback = "0100007F"
+    ports = [int(r[1].split(":")[1], 16) for r in rows if r[3] == "0A" and r[1].startswith(loopback) and r[7] == uid]
+    for port in ports:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if b'"status"' in conn.getresponse().read(256):
+                return port
+        except (OSError, http.client.HTTPException):
+            continue
+    return 0
+
+
 @dataclass
 class Targets:
     run: str = ""
@@ -75,8 +96,8 @@ def targets(root: int) -> Targets:
     for pid in children_of(root):
         args = cmdline(pid)
         text = " ".join(args)
-        if "-m provider" in text and "--port" in args:
-            found.provider_port = int(args[args.index("--port") + 1])
+        if "-m provider" in text:
+            found.provider_port = listening_provider(pid)
             prefix = re.search(r"--bus-prefix testbed:(\S+)", text)
             found.run = prefix.group(1) if prefix else found.run
         if "redis-server" in text:
