@@ -24,6 +24,7 @@ import redis
 
 from labcore.credentials import BUS_URL_ENV, RQ_URL_ENV, TOKEN_ENV
 from labcore.procs import free_port
+from provider.limits import PER_CLIENT
 from testbed.infra.redis_server import PrivateRedis
 from tests.support.helpers import TESTBED, Ran, assert_left_nothing, descendants, finish, run_testbed, start_testbed
 from tests.support.standalone import Standalone
@@ -136,10 +137,11 @@ def test_half_open_connections_from_another_user_change_no_verdict(open_workdir:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(flood.pid, signal.SIGKILL)
 
-    # The attacker found the provider's port and kept its connections coming; the provider closed
-    # those past its cap. Its unix socket, in the run's private dir, refuses another user.
+    # The attacker found the provider's port and kept its connections coming as fast as they were
+    # accepted: the provider closed those past its cap. Its unix socket, in the run's private dir,
+    # refuses another user.
     assert report["uid"] != 0 and len(report["ports"]) == 1, report
-    assert report["opened"] >= FLOOD and report["closed_by_server"] > 0, report
+    assert report["opened"] > PER_CLIENT and report["closed_by_server"] > 0, report
     assert {r for replies in report["unix"].values() for r in replies} <= {"connect: PermissionError"}, report
     assert ran.code in (0, 3), ran.stdout + ran.stderr
     if ran.code == 3:
@@ -169,8 +171,8 @@ def test_a_standalone_provider_answers_health_under_half_open_connections(workdi
         with contextlib.suppress(ProcessLookupError):
             os.killpg(flood.pid, signal.SIGKILL)
         provider.stop()
-    assert report["opened"] >= FLOOD and report["closed_by_server"] > 0, report
     assert len(answers) >= 10 and set(answers) == {200}, answers
+    assert report["opened"] > PER_CLIENT and report["closed_by_server"] > 0, report
 
 
 def _watch(proc: subprocess.Popen, seen: set) -> tuple[set[str], list[str], dict[str, int]]:
