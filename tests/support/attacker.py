@@ -22,6 +22,8 @@ connections opened, closed by the server and most held at once, and the errors i
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import http.client
 import json
 import os
@@ -183,27 +185,37 @@ def provider_attack(port: int, run: str) -> list[int | str]:
 HALF_SENT = b"POST /ledgers/x/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
-def hold(connect: Callable[[], socket.socket], share: int, deadline: float, root: int) -> dict[str, int]:
-    """Holds up to `share` half-sent requests until `deadline` or the end of the run `root` (if not 0),
-    replacing each the server closes."""
+def hold(port: int, share: int, deadline: float, root: int) -> dict[str, int]:
+    """Holds up to `share` connections to `port`, each with a half-sent request, until `deadline` or the
+    end of the run `root` (if not 0), replacing each the server closes. Connects do not wait: one the
+    server has not accepted yet (in its backlog, or its SYN not answered) is held as well."""
     held: dict[int, socket.socket] = {}
+    sent: set[int] = set()  # connected, the half request written
     poller = select.epoll()
     counts: Counter[str] = Counter()
     while time.monotonic() < deadline and (not root or os.path.exists(f"/proc/{root}")):
         for _ in range(min(share - len(held), 2000)):  # a round's new connections, then a look at the old
-            try:
-                conn = connect()
-                conn.sendall(HALF_SENT)
-            except OSError as exc:
-                counts[type(exc).__name__] += 1
-                break
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             conn.setblocking(False)
+            error = conn.connect_ex(("127.0.0.1", port))
+            if error not in (0, errno.EINPROGRESS):
+                counts[errno.errorcode.get(error, str(error))] += 1
+                conn.close()
+                break
             held[conn.fileno()] = conn
-            poller.register(conn.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
+            poller.register(conn.fileno(), select.EPOLLOUT | select.EPOLLIN | select.EPOLLRDHUP)
             counts["opened"] += 1
         counts["most_held"] = max(counts["most_held"], len(held))
-        for fd, _ in poller.poll(0.05):
+        for fd, events in poller.poll(0.05):
+            conn = held[fd]
+            if fd not in sent and events == select.EPOLLOUT:  # connected: the request begins, never to end
+                with contextlib.suppress(OSError):
+                    conn.send(HALF_SENT)
+                sent.add(fd)
+                poller.modify(fd, select.EPOLLIN | select.EPOLLRDHUP)
+                continue
             poller.unregister(fd)
+            sent.discard(fd)
             held.pop(fd).close()
             counts["closed_by_server"] += 1
     for conn in held.values():
@@ -230,7 +242,7 @@ def flood(root: int, seconds: float, connections: int, ports: list[int]) -> dict
             pid = os.fork()
             if pid == 0:
                 os.close(reader)
-                report = json.dumps(hold(tcp(port), share, deadline, root)).encode()
+                report = json.dumps(hold(port, share, deadline, root)).encode()
                 os.write(writer, report)
                 os._exit(0)
             os.close(writer)
