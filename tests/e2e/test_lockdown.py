@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -102,7 +103,20 @@ def test_another_user_can_neither_reach_redis_nor_change_the_provider(open_workd
     assert_left_nothing(ran)
 
 
-FLOOD = 25_000  # half-open connections the attacker holds: more than the provider's descriptor limit here
+FLOOD = 25_000  # half-open connections the attacker holds
+FEW_DESCRIPTORS = 4096  # the soft limit on descriptors the provider starts with: far fewer than the flood
+
+
+@contextlib.contextmanager
+def _few_descriptors() -> Iterator[None]:
+    """Processes started inside begin with a soft limit of FEW_DESCRIPTORS (as on many machines);
+    the hard limit, to which a process may raise it, is left as it is."""
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(FEW_DESCRIPTORS, before[0]), before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)
 
 
 def _flood(attacker: list[str], target: str, seconds: float, *ports: int) -> subprocess.Popen[bytes]:
@@ -125,7 +139,8 @@ def test_half_open_connections_from_another_user_change_no_verdict(open_workdir:
     """A user holding half-sent requests to every port the run's provider listens on: the run's table
     is the one it has without them, or the run stops naming its provider (exit 3); never a finding."""
     attacker = _attacker_argv()
-    proc, _, _ = start_testbed(CELLS, open_workdir)
+    with _few_descriptors():
+        proc, _, _ = start_testbed(CELLS, open_workdir)
     flood = _flood(attacker, str(proc.pid), 50)
     try:
         ran = finish(proc, open_workdir, timeout=55)
@@ -155,17 +170,17 @@ def test_half_open_connections_from_another_user_change_no_verdict(open_workdir:
 
 def test_a_standalone_provider_answers_health_under_half_open_connections(workdir: Path) -> None:
     attacker = _attacker_argv()
-    provider = Standalone(workdir / "p.sqlite3").start()
+    with _few_descriptors():
+        provider = Standalone(workdir / "p.sqlite3").start()
     flood = _flood(attacker, "0", 15, provider.port)
     answers: list[int | str] = []
     try:
-        with httpx.Client(base_url=provider.url, trust_env=False, timeout=30) as http:
-            while flood.poll() is None:
-                try:
-                    answers.append(http.get("/health").status_code)
-                except httpx.TransportError as exc:
-                    answers.append(type(exc).__name__)
-                time.sleep(0.1)
+        while flood.poll() is None:
+            try:  # a new connection each time, as a new client's
+                answers.append(httpx.get(f"{provider.url}/health", trust_env=False, timeout=30).status_code)
+            except httpx.TransportError as exc:
+                answers.append(type(exc).__name__)
+            time.sleep(0.1)
         report = _flood_report(flood)
     finally:
         with contextlib.suppress(ProcessLookupError):
