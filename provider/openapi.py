@@ -3,9 +3,9 @@
 Every operation with its parameters, body and answers as the table declares
 them, their shapes' schemas (`provider.shapes`) filed once each under
 components; and the answers any request may get before its route reads it: 401
-without the bearer token (where one is needed), 413 for a body over the cap, 400
-where something is read, 503 with Retry-After for a job's request while the gate
-is closed. The server serves it at /openapi.json (with the bearer token); the
+without the bearer token (where one is needed), 413 for a body over the cap, 431
+for a head over its caps, 400 where something is read, 503 with Retry-After for a
+job's request while the gate is closed. The server serves it at /openapi.json (with the bearer token); the
 docs' HTTP reference is made from it.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 from labcore.answers import REPLAYED, RETRY_AFTER
 from provider.routes import ROUTES, Documented, Operation, Param, Resource, Source
 from provider.shapes import JsonText, Object, Ref, Schema
+from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.wire import ERROR, MAX_BODY
 
 _HEADERS = {
@@ -26,6 +27,7 @@ _HEADERS = {
 _BAD = Documented("malformed header, path, query or body", (ERROR,))
 _UNAUTHORIZED = Documented("missing or wrong bearer token", (ERROR,), ("WWW-Authenticate",))
 _TOO_LARGE = Documented(f"request body over {MAX_BODY} bytes", (ERROR,))
+_HEAD_TOO_LARGE = Documented(f"request head over {MAX_HEAD} bytes or {MAX_HEADERS} headers", (ERROR,))
 _TURNED_AWAY = Documented("turned away unprocessed (the provider is about to restart)", (ERROR,), (RETRY_AFTER,))
 
 
@@ -71,6 +73,7 @@ def _operation(resource: Resource, op: Operation, protected: bool, ref: Ref) -> 
         answers[401] = _UNAUTHORIZED
         doc["security"] = [{"bearer": []}]
     answers[413] = _TOO_LARGE
+    answers[431] = _HEAD_TOO_LARGE
     if resource.gated:
         answers.setdefault(503, _TURNED_AWAY)
     doc["responses"] = {str(status): _answer(answers[status], ref) for status in sorted(answers)}
