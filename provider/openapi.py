@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from labcore.answers import REPLAYED, RETRY_AFTER
+from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.routes import ROUTES, Documented, Operation, Param, Resource, Source
 from provider.shapes import JsonText, Object, Ref, Schema
-from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.wire import ERROR, MAX_BODY
 
 _HEADERS = {

@@ -5,7 +5,8 @@ address would put the lab's own processes and any other local user under one
 cap. The kernel knows the user of each end: a unix socket says it
 (SO_PEERCRED), and for TCP the socket at the other end is looked up by its
 addresses with the kernel's socket-diagnostics netlink (what `ss` uses), which
-any user may ask. A peer that is not on this machine is known by its address.
+any user may ask. A peer that is not on this machine is known by its address,
+as is a local one where the kernel will not say (no socket diagnostics).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class Peers:
         try:
             if self._diag is None:
                 self._diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+                # The kernel answers within the send; never wait on the event loop for an answer.
+                self._diag.setblocking(False)
             self._seq += 1
             request = _REQUEST.pack(
                 family,
