@@ -16,7 +16,9 @@ refused as a malformed request is: 400, and the connection closed.
 
 What a client can hold is bounded (`provider.limits`): a head over its size or
 header count is answered 431; the body of a request refused for want of the
-token is not read (401 from its head); a request not received whole within its
+token is read but not kept (its 401 waits for it: answered while its body
+comes in, the closed connection would be reset, and the 401 maybe lost); a
+request not received whole within its
 ticks, like a connection idle for its own, is closed; and a client holding its
 share of connections has the next answered 503 and closed, as has everyone but
 the provider's own user once the descriptors left are the reserve
@@ -219,7 +221,9 @@ class Connection(asyncio.Protocol):
         self._headers: dict[bytes, bytes] = {}
         self._body = b""
         self._keep_alive = True
-        self._cut = False  # answered from its head (its body is over the cap, or unwanted): the rest is not read
+        self._cut = False  # answered from its head (its body is over the cap): the rest is not read
+        self._kept = True  # its body is kept: not for a request the service refuses from its head
+        self._received = 0  # bytes of its body
         self._in_head = False  # its head has begun and is not complete
         self._head_bytes = 0  # of its head, parsed: its line and headers
         self._headers_read = 0
@@ -299,6 +303,8 @@ class Connection(asyncio.Protocol):
         self._headers = {}
         self._body = b""
         self._cut = False
+        self._kept = True
+        self._received = 0
         self._in_head = True
         self._head_bytes = self._headers_read = self._fed = 0
         self._began = self._connections.ticks
@@ -327,20 +333,21 @@ class Connection(asyncio.Protocol):
         self._keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
         declared = self._headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-            self._cut_short(oversized=True)
+            self._cut_short()
             return
-        if (declared not in (None, b"0") or b"transfer-encoding" in self._headers) and not self._wants_body():
-            self._cut_short(oversized=False)
-            return
+        if declared not in (None, b"0") or b"transfer-encoding" in self._headers:
+            self._kept = self._wants_body()
         expect = self._headers.get(b"expect")
         if expect is not None and expect.lower() == b"100-continue" and parser.get_http_version() == "1.1":
             self._write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
         if not self._cut:
-            self._body += body
-            if len(self._body) > MAX_BODY:
-                self._cut_short(oversized=True)
+            self._received += len(body)
+            if self._received > MAX_BODY:
+                self._cut_short()
+            elif self._kept:
+                self._body += body
 
     def on_message_complete(self) -> None:
         if not self._cut:
@@ -352,13 +359,12 @@ class Connection(asyncio.Protocol):
         request = self._request(oversized=False)
         return request is None or self._connections.service.reads_body(request)
 
-    def _cut_short(self, oversized: bool) -> None:
-        """The body is over the cap, or the service would refuse the request whatever it is: the
-        request is answered from its head, and the connection closed."""
+    def _cut_short(self) -> None:
+        """The body is over the cap: the request is answered from its head, and the connection closed."""
         self._cut = True
         self._keep_alive = False
         self._body = b""
-        self._respond(oversized)
+        self._respond(oversized=True)
 
     def _respond(self, oversized: bool) -> None:
         request = self._request(oversized)

@@ -168,9 +168,9 @@ def test_long_keys_are_refused_and_not_stored(provider: Standalone) -> None:
     with provider.client() as http:
         http.put("/ledgers/keys", json={})
         before = log_size(provider)
-        for key in ("k" * 256, "k" * 1_000_000):
+        for key in ("k" * 256, "k" * 20_000):  # (a head over 32 KiB is refused before its key is read: 431)
             answer = http.post("/ledgers/keys/effects", json=BODY, headers={"Idempotency-Key": key})
-            assert answer.status_code in (400, 413)
+            assert answer.status_code == 400
             assert len(answer.content) < 200  # the error does not repeat the key
         assert log_size(provider) == before
         assert http.post("/ledgers/keys/effects", json=BODY, headers={"Idempotency-Key": "k" * 255}).status_code == 201
