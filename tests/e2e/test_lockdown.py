@@ -12,6 +12,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -231,6 +232,24 @@ def test_a_standalone_provider_beyond_loopback_needs_a_token(workdir: Path) -> N
         f"testbed: error: refusing to serve on 0.0.0.0 without a token: set ${TOKEN_ENV} or pass --token-file"
     ]
     assert not (workdir / "p.sqlite3").exists()
+
+
+def test_python_m_provider_beyond_loopback_needs_a_token_and_says_where_it_serves(workdir: Path) -> None:
+    """The provider command the hosts' setup uses guards, announces and logs as `testbed provider` does."""
+    db = workdir / "p.sqlite3"
+    argv = [sys.executable, "-m", "provider", "--host", "0.0.0.0", "--port", str(free_port()), "--db", str(db)]
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    refused = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"python -m provider: error: refusing to serve on 0.0.0.0 without a token: set ${TOKEN_ENV}"
+    ]
+    assert not db.exists()
+
+    provider = Standalone(db).start()
+    provider.stop()
+    lines = db.with_suffix(".log").read_text().splitlines()
+    assert lines[0] == f"python -m provider: serving {provider.url} (log {db})"
+    assert any(line.endswith('"GET /health HTTP/1.1" 200 OK') for line in lines[1:]), lines
 
 
 @pytest.mark.parametrize("long_path", [False, True], ids=["unix-socket", "tcp-fallback"])
