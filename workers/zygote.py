@@ -174,7 +174,13 @@ def _run(argv: list[str]) -> None:
     up at import is each worker's own, as under `rq worker`."""
     from rq.cli import main as rq_main
 
+    from labcore.connections import waiting_url
+    from labcore.credentials import RQ_URL_ENV
     from workers.target import USER_JOBS_ENV
+
+    # rq's command line talks to Redis before its worker sets a long socket timeout:
+    # with redis-py's default (5 s), a paused Redis would kill the worker there.
+    os.environ[RQ_URL_ENV] = waiting_url(os.environ[RQ_URL_ENV])
 
     jobs = os.environ.get(USER_JOBS_ENV)
     if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import

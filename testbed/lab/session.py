@@ -86,7 +86,7 @@ def execute_on_stack(
     started = time.time()
     run_dir = store.create(run_id) if store is not None else None
     try:
-        with started_stack(run_id, stack_options) as stack:
+        with redis_failures(), started_stack(run_id, stack_options) as stack:
             ran = work(stack, run_dir)
             versions = _versions(stack.redis)
             if run_dir is not None:
@@ -114,6 +114,24 @@ def started_stack(run_id: str, options: StackOptions) -> Iterator[RunStack]:
         yield stack
 
 
+@contextlib.contextmanager
+def redis_failures() -> Iterator[None]:
+    """A Redis that stops answering is the lab's failure (exit 3), never a traceback."""
+    try:
+        yield
+    except Exception as exc:
+        # Looked up, not imported: the run's start does not wait for redis-py's import,
+        # and no Redis error can be raised before something imported it.
+        errors = sys.modules.get("redis.exceptions")
+        if errors is None or not isinstance(exc, errors.RedisError):
+            raise
+        from labcore.connections import PAUSE_BOUND
+
+        raise RunFailure(
+            f"the run's Redis did not answer ({exc}): gone, or paused or overloaded for over {PAUSE_BOUND:.0f} s"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Ran:
     """The cells judged; if a part of the stack failed, why, and the cells not run."""
@@ -136,7 +154,8 @@ def run_cells(
 
     cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
     try:
-        return Ran(cells_runner.run(options.cells))
+        with redis_failures():
+            return Ran(cells_runner.run(options.cells))
     except RunFailure as exc:
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
