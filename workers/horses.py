@@ -25,28 +25,32 @@ OUTPUT_CAP = 65_536  # bytes of one work-horse's output kept in its worker's log
 
 
 def stop_group(pgid: int) -> int:
-    """SIGKILL every process left in a reaped work-horse's group; how many there were.
-    A group outlives its leader only while it has a member, and no process can be given
-    its id meanwhile: the signal reaches the horse's leftovers or nobody. Where nothing
-    was left, which is nearly always, this costs one system call."""
+    """SIGKILL every process left in a reaped work-horse's group; how many there were
+    (the dead not waited for by anyone, zombies, are not counted). A group outlives its
+    leader only while it has a member, and no process can be given its id meanwhile: the
+    signal reaches the horse's leftovers or nobody. Where nothing was left, which is
+    nearly always, this costs one system call."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return 0
     except PermissionError:  # a member of another user's (a setuid program): counted, not stoppable
         pass
-    members = _members(pgid)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    return max(1, members)
+    members = _live_members(pgid)
+    if members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    return members
 
 
-def _members(pgid: int) -> int:
+def _live_members(pgid: int) -> int:
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError):
-                count += os.getpgid(int(entry)) == pgid
+            with contextlib.suppress(OSError, ValueError), open(f"/proc/{entry}/stat", "rb") as file:
+                # "pid (comm) state ppid pgrp ...": comm may hold any byte but the last ")"
+                state, _, group = file.read().rpartition(b")")[2].split()[:3]
+                count += state != b"Z" and int(group) == pgid
     return count
 
 
