@@ -6,9 +6,10 @@ their code once for all of them: a run's first cell no longer waits for four
 interpreters' imports, nor a killed worker's replacement for a fifth.
 
 What the workers' jobs leave running is stopped as each work-horse ends
-(`workers.horses`); what left the work-horse's process group is found in the
-zygote's session, which every worker and work-horse shares, once the zygote
-is gone, and stopped (`swept`).
+(`workers.horses`); what left the work-horse's process group is found once the
+workers are stopped, below the zygote, which adopts the orphans of its
+descendants, and in its session, which every worker and work-horse shares
+(a process adopted by someone else), and stopped (`swept`).
 
 The Redis URL (with its password) and the provider's token reach the workers
 through their environment: a command line is visible to every local user."""
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
-from labcore.procs import stop_session
+from labcore.procs import stop_descendants, stop_session
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.parts import check_alive
@@ -149,8 +150,11 @@ class Supervisor:
         return procs
 
     def close(self) -> None:
+        """The zygote stopped, once its workers are: what is left below it or in its session
+        (it leads the session it was started in) is what their jobs left, stopped."""
         if self._zygote is not None:
-            session = self._zygote.proc.pid  # it leads the session it was started in
+            zygote = self._zygote.proc.pid
+            self.swept += stop_descendants(zygote)
             self._zygote.close()
             self._zygote = None
-            self.swept += stop_session(session)
+            self.swept += stop_session(zygote)
