@@ -18,6 +18,7 @@ from testbed.cli.options import (
     CellTimeout,
     ClientTimeout,
     Handlers,
+    ImportTimeout,
     Paths,
     PromiseOption,
     ResultsPath,
@@ -71,6 +72,7 @@ def explore(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
     budget: Annotated[
         int | None,
         Option("--budget", metavar="N", help="Trials to run before giving up the search (default 100, or --time)."),
@@ -144,7 +146,7 @@ def explore(
         raise UsageError("explore runs on a stack of its own: not with --hosts (yet)")
     if mode != "forced":
         raise UsageError("explore brings back a killed worker's job at once: --recovery forced")
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
     meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": promise, "ops": ops}
     meta |= {"retries": retries, "scenarios": scenarios, "parallel": parallel, "modelOnly": model_only}
     meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}

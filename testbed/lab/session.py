@@ -40,6 +40,7 @@ class Session:
     failure: str | None = None
     not_run: list[str] = field(default_factory=list)
     stored: RunDir | None = None
+    leftovers: int = 0  # processes the jobs left behind, stopped
 
     def meta(self, options: dict[str, Any], seed: int | None) -> dict[str, Any]:
         incomplete = {"incomplete": True, "failure": self.failure, "notRun": self.not_run} if self.failure else {}
@@ -52,6 +53,7 @@ class Session:
             "options": options,
             "versions": self.versions,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+            "leftoverProcesses": self.leftovers,
         }
 
 
@@ -91,6 +93,8 @@ def execute_on_stack(
             versions = _versions(stack.redis)
             if run_dir is not None:
                 ran = _kept(ran, stack, run_dir)
+            stack.stop_services()  # if `_kept` has not: what the jobs left is all counted once the workers are gone
+            leftovers = stack.leftover_processes()
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
     except KeyboardInterrupt:
@@ -98,7 +102,9 @@ def execute_on_stack(
             run_dir.discard()
         raise Interrupted from None
     wall = time.time() - started
-    return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir)
+    if leftovers:
+        print(f"testbed: the jobs left {leftovers} process(es) running after their attempts: stopped", file=sys.stderr)
+    return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir, leftovers)
 
 
 @contextlib.contextmanager
