@@ -205,7 +205,7 @@ def _explore(
         if found is not None and ran.stored is not None:
             saved = ran.stored.path / COUNTEREXAMPLE
             saved.write_text(found.trial.schedule.encode())
-            replay = _replay_command(saved, found, promise, paths)
+            replay = _replay_command(saved, found, promise, paths, stack.remote is not None)
         summary = {"explore": exploration.to_json(replay)}
     out.keep(ran, store, summary)
     explored = results.parse(out.document(ran, summary)).explore
@@ -229,9 +229,11 @@ def _heard(judged: Judged, phase: str) -> None:
     print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
-def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path]) -> str:
+def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path], hosts: bool) -> str:
+    """The command that runs the counterexample again, on the same kind of stack (a partition needs the hosts)."""
     target = found.trial.target
     what = f"--handler {target.name}" if target.handler else f"-s {target.name}"
     extra = "".join(f" --path {p}" for p in paths) if target.handler else ""
+    extra += " --hosts" if hosts else ""
     extra += "" if promise == "exactly-once" else f" --promise {promise}"
     return f"testbed chaos --schedule {saved} {what}{extra}"
