@@ -25,24 +25,13 @@ def hosts(tmp_path_factory):
         yield made
 
 
-def _hosts_of(rows: list[dict]) -> set[str]:
-    """The worker hosts the trials' attempts ran on (a worker is named `<host>.wN`)."""
-    return {
-        event["worker"].rsplit(".", 1)[0]
-        for row in rows
-        for events in row["history"].values()
-        for event in events
-        if event["event"] == "attempt-start"
-    }
-
-
 def test_trials_run_on_both_hosts_and_provider_key_keeps_exactly_once(hosts):
     ran = hosts.lab("explore", "--hosts", "-s", "provider-key", "--budget", "20", "--seed", "13", "--no-store")
     assert ran.returncode == 0, hosts.failed(ran)
     document = json.loads((hosts.workdir("lab") / "explore.json").read_text())
     summary = document["explore"]
     assert (summary["trials"], summary["breaches"], summary["labFailures"]) == (20, 0, 0)
-    assert len(_hosts_of(document["rows"])) == 2
+    assert len(namespaces.hosts_of(document["rows"])) == 2
     # Across hosts the provider is not the run's to crash; a host is cut off from it instead.
     faults = document["options"]["faults"]
     assert Fault.PARTITION in faults and Fault.PROVIDER_CRASH not in faults

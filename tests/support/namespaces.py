@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -214,6 +215,12 @@ class Hosts:
                 if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
                     out.append(f"pid {pid}")
         return out
+
+
+def hosts_of(rows: list[dict[str, Any]]) -> set[str]:
+    """The worker hosts the attempts of these results.json rows ran on (a worker is named `<host>.wN`)."""
+    events = (e for row in rows for op in row["history"].values() for e in op)
+    return {e["worker"].rsplit(".", 1)[0] for e in events if e["event"] == "attempt-start"}
 
 
 @contextlib.contextmanager
