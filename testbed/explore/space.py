@@ -16,9 +16,9 @@ first target named.
 - One trial in ten may crash the provider, or, across worker hosts, cut a host
   off from it: such a trial runs alone (its fault reaches past its own
   requests), and a trial that runs alone throttles the search. A schedule that
-  crashes the provider faults one op only and holds no late request
-  (`testbed.experiment.schedules`), so drawn schedules are made to fit
-  (`fitted`).
+  crashes the provider faults one op only and holds no late request, and one
+  that cuts a host off is one op (`testbed.experiment.schedules`), so drawn
+  schedules are made to fit (`fitted`).
 - Across worker hosts the provider is not the run's to crash: `partition`
   takes `provider-crash`'s place (`faults_for`).
 """
@@ -83,8 +83,12 @@ def op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.Searc
 
 
 def fitted(schedule: Schedule) -> Schedule:
-    """A drawn schedule as the lab can run it: if it crashes the provider, only the first
-    op it crashes on keeps its faults, and no late request is held."""
+    """A drawn schedule as the lab can run it: if it cuts a host off, it is the first op that
+    cuts, alone; if it crashes the provider, only the first op it crashes on keeps its faults,
+    and no late request is held."""
+    cutting = next((op for op in schedule.ops if any(RULES[a.fault].cuts_network for a in op)), None)
+    if cutting is not None:
+        return legal(Schedule((cutting,), schedule.scenario, schedule.retries))
     crashing = next((n for n, op in enumerate(schedule.ops) if any(RULES[a.fault].kills_provider for a in op)), None)
     if crashing is None:
         return schedule

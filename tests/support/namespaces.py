@@ -226,6 +226,7 @@ def hosts_of(rows: list[dict[str, Any]]) -> set[str]:
 @contextlib.contextmanager
 def running(root: Path, workers: int = 2) -> Iterator[Hosts]:
     """Hosts up with their services started and registered; everything stopped and removed on leaving."""
+    root.mkdir(parents=True, exist_ok=True)
     made = Hosts(root, workers)
     try:
         made.up()
