@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import redis
 
@@ -23,6 +24,12 @@ try:
     from redis import DriverInfo
 except ImportError:  # a redis-py without it reads its version once, at import (a default argument)
     DriverInfo = None  # type: ignore[assignment, misc]
+
+# How long a lab client waits for one reply. A paused Redis (a VM's stolen time, a
+# loaded CI runner) is not a fault: it is waited out this long, where redis-py's own
+# default (5 s) would fail the call. A Redis gone for good is seen at once, by a
+# closed connection and by the run's watch on its process.
+PAUSE_BOUND = 60.0  # seconds
 
 # What a connection that names itself is given (DriverInfo resolves what it is not).
 _NAMING = frozenset({"driver_info", "lib_name", "lib_version"})
@@ -36,6 +43,18 @@ def name(settings: MutableMapping[str, Any]) -> None:
 
 
 def from_url(url: str, **settings: Any) -> redis.Redis:
-    """`redis.Redis.from_url`, its connections named as `name` does."""
+    """`redis.Redis.from_url`, its connections named as `name` does, waiting up to
+    PAUSE_BOUND for a reply unless the settings say otherwise."""
     name(settings)
+    settings.setdefault("socket_timeout", PAUSE_BOUND)
     return redis.Redis.from_url(url, **settings)
+
+
+def waiting_url(url: str) -> str:
+    """`url` asking for PAUSE_BOUND as its socket timeout, unless it names one: for the
+    clients the lab does not make itself (rq's command line, which reads its URL)."""
+    parts = urlsplit(url)
+    if "socket_timeout" in parse_qs(parts.query):
+        return url
+    extra = urlencode({"socket_timeout": PAUSE_BOUND})
+    return parts._replace(query=f"{parts.query}&{extra}" if parts.query else extra).geturl()

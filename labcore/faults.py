@@ -74,6 +74,12 @@ class FaultRule:
         """The fault ends a process: whoever holds the boundary waits for that."""
         return self.kills_horse or self.kills_provider
 
+    @property
+    def alone(self) -> bool:
+        """The fault reaches past its own cell's requests (every request the provider holds,
+        every request of the cut host): a cell with it runs alone."""
+        return self.kills_provider or self.cuts_network
+
 
 # What becomes of a request whose client is gone: the provider's default too,
 # when the controller never answers a hold.

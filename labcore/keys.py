@@ -60,6 +60,11 @@ class RunKeys:
         return CellKeys(f"{self.prefix}:cell:{cell}")
 
     @property
+    def leftovers(self) -> str:
+        """How many processes the run's work-horses left behind (stopped by their workers)."""
+        return f"{self.prefix}:leftovers"
+
+    @property
     def owner(self) -> str:
         """Alive while the run is (on a shared Redis): who runs it, and whether its keys are kept."""
         return f"{self.prefix}:owner"

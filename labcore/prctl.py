@@ -1,5 +1,6 @@
 """This process's own settings in the kernel (Linux's prctl): the signal it gets
-when its parent dies, and the name `ps` shows for it.
+when its parent dies, whether it adopts its orphaned descendants, and the name
+`ps` shows for it.
 
 Apart from `labcore.procs` (starting and stopping the run's processes, with
 psutil) because the workers and their work-horses need only this: what a
@@ -20,6 +21,7 @@ import sys
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
+_PR_SET_CHILD_SUBREAPER = 36
 # Loaded once: work-horses call this on every job and inherit the handle.
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
@@ -31,6 +33,13 @@ def die_with_parent(parent_pid: int | None) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the request took hold
         os._exit(1)
+
+
+def adopt_orphans() -> None:
+    """Linux only: a process below this one whose parent dies becomes this process's child
+    (not init's), wherever it went: it stays found below this process."""
+    if _prctl is not None:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def set_name(name: str) -> None:

@@ -202,3 +202,33 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return True
     return False
+
+
+def stop_descendants(pid: int, grace: float = 5.0) -> int:
+    """SIGKILL every live process below `pid`, and wait for them; how many there were."""
+    try:
+        below = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    killed = []
+    for child in below:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if child.status() != psutil.STATUS_ZOMBIE:
+                child.kill()  # psutil checks that the pid is still this process's
+                killed.append(child)
+    psutil.wait_procs(killed, timeout=grace)
+    return len(killed)
+
+
+def stop_session(sid: int) -> int:
+    """SIGKILL every live process left in the session a process of ours led, once that
+    process is reaped; how many there were. A session outlives its leader only while it
+    has a member, and no process can be given its id meanwhile; each process is held
+    (`Held`) from before its session is read to its signal."""
+    count = 0
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError, psutil.Error), Held(pid) as held:
+            if os.getsid(pid) == sid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                held.kill()
+                count += 1
+    return count

@@ -26,6 +26,8 @@ from labcore.scoped import PROVIDER_ENV
 # Set by a run with users' jobs (`jobs_env`): its workers preload the job wrapper, the HTTP
 # clients it instruments, and the libraries the handlers import (`preload`).
 USER_JOBS_ENV = "TESTBED_USER_JOBS"
+# The RQ job function that runs a user's function for one attempt (`workers.userjob.perform`).
+USER_JOB = "workers.userjob.perform"
 # What a module that reads its base URL at import time finds during the check.
 PLACEHOLDER_URL = "http://127.0.0.1:9/s/import-check"
 

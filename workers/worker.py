@@ -25,6 +25,15 @@ from the package's installed metadata, read and parsed again for every
 connection: a large part of what a work-horse of a no-op job costs. The
 worker's pool names redis-py and its version as the lab's other clients do
 (`labcore.connections`), and its work-horses' pools are copies of it.
+Each work-horse is bounded (`workers.horses`): once the worker has reaped it,
+the processes it left in its process group are stopped, and counted under the
+run's keys (a job of the lab's, whose spec names the run); what it wrote
+beyond a cap is cut from its worker's log. A user's job whose work-horse
+exits with 0 before RQ has recorded the job (`os._exit(0)` in the user's
+function) is an unexpected death, as a nonzero exit is: RQ would otherwise
+take the exit for a job done and leave the job started until its cell's
+timeout.
+
 Nothing else differs from RQ's Worker: the jobs, their work-horses and RQ's
 bookkeeping are its own, and other jobs (raw RQ's, users') are forked as RQ
 forks them; the benchmarks' raw RQ runs on this class too, so that neither
@@ -38,14 +47,20 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
+from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
 from labcore import connections
+from labcore.keys import RunKeys
+from workers import horses
+from workers.target import USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
 # The lab's job function (`workers.handler.perform`), named here so that a worker of this
 # class imports the handler only for its jobs: raw RQ's workers in the benchmarks are of it too.
 HANDLER = "workers.handler.perform"
+# A work-horse that exits with this status died before it ended its job (`os.waitstatus_to_exitcode`: 1).
+_DIED = 1 << 8
 
 
 class Worker(RQWorker):
@@ -53,6 +68,8 @@ class Worker(RQWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._job: Any = None  # the job at hand
+        self._logs: dict[int, int] = {}  # the sizes of its logs as its work-horse began
         connections.name(self.connection.connection_pool.connection_kwargs)
 
     def subscribe(self) -> None:
@@ -82,15 +99,31 @@ class Worker(RQWorker):
             from workers import client  # preloaded by the lab's zygote
 
             client.keep_open(base)
+        self._job = job
+        self._logs = horses.log_sizes()
         super().execute_job(job, queue)
 
     def wait_for_horse(self) -> Any:
         pid, status, usage = super().wait_for_horse()
-        if pid is not None and self._keeps_connection:
+        if pid is not None:
+            status = self._horse_ended(pid, status)
+        return pid, status, usage
+
+    def _horse_ended(self, pid: int, status: int | None) -> int | None:
+        """What its work-horse left stopped and counted, its output capped; its exit
+        status as RQ should take it."""
+        job = self._job
+        left = horses.stop_group(pid)
+        horses.cap_output(self._logs)
+        if left and job.func_name in (HANDLER, USER_JOB):
+            self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
+        if status == 0 and job.func_name == USER_JOB and job.get_status(refresh=True) == JobStatus.STARTED:
+            status = _DIED
+        if self._keeps_connection:
             from workers import client
 
             client.horse_ended(clean=status == 0)
-        return pid, status, usage
+        return status
 
 
 class _Listener(threading.Thread):

@@ -17,6 +17,12 @@ The wire, in this module only: one JSON line per message. The supervisor writes
 order asked, and reports `Exited` (the code as `Popen.returncode` has it: minus
 the signal) when it reaps a worker. It exits when its stdin closes; a worker
 still running then dies with it (PR_SET_PDEATHSIG), as it dies with the run.
+
+A process a job leaves behind when its work-horse ends, and its worker does not
+stop (`workers.horses`: one that left the work-horse's process group), becomes
+the zygote's (PR_SET_CHILD_SUBREAPER), not init's: the run finds it below the
+zygote and stops it before the zygote goes (`testbed.infra.supervisor`). The
+zygote reaps it as it reaps its workers, and reports its exit as theirs.
 """
 
 from __future__ import annotations
@@ -68,10 +74,11 @@ def decode_reply(line: bytes) -> Reply:
 def main() -> None:
     # Imported here: the run imports this module for its wire format alone.
     from labcore.collector import uncollected
-    from labcore.prctl import die_with_parent
+    from labcore.prctl import adopt_orphans, die_with_parent
 
     parent = os.environ.get("TESTBED_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
+    adopt_orphans()
     with uncollected():  # every worker's and work-horse's, for their whole lives
         _preload()
     # A worker's exit wakes the loop (signal.set_wakeup_fd): it is reported as it is reaped.
@@ -111,7 +118,7 @@ def _preload() -> None:
 
 
 def _reap() -> None:
-    """Every child that has exited, reported (its only children are the workers)."""
+    """Every child that has exited, reported (its workers, and the orphans it adopted)."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -174,7 +181,13 @@ def _run(argv: list[str]) -> None:
     up at import is each worker's own, as under `rq worker`."""
     from rq.cli import main as rq_main
 
+    from labcore.connections import waiting_url
+    from labcore.credentials import RQ_URL_ENV
     from workers.target import USER_JOBS_ENV
+
+    # rq's command line talks to Redis before its worker sets a long socket timeout:
+    # with redis-py's default (5 s), a paused Redis would kill the worker there.
+    os.environ[RQ_URL_ENV] = waiting_url(os.environ[RQ_URL_ENV])
 
     jobs = os.environ.get(USER_JOBS_ENV)
     if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 from typer import Option
 
 from labcore.schedule import MAX_RETRIES
-from testbed.cli import checks
+from testbed.cli import checks, hosts
 from testbed.cli.base import app, examples
 from testbed.cli.options import (
     SCENARIO_NAMES,
     CellTimeout,
     ClientTimeout,
     Handlers,
+    ImportTimeout,
     Paths,
     PromiseOption,
     ResultsPath,
@@ -60,6 +61,7 @@ def parse_duration(text: str) -> float:
         "testbed explore --handler myapp.jobs:send --time 5m",
         "testbed explore -s provider-key --budget 200 --ops 5",
         "testbed explore -s reconcile -s provider-key --model-only --budget 300",
+        "testbed explore --hosts -s provider-key --budget 200   # trials on every worker host, partition too",
         "testbed chaos --schedule runs/latest/counterexample.json -s record-before",
     ),
 )
@@ -71,6 +73,7 @@ def explore(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
     budget: Annotated[
         int | None,
         Option("--budget", metavar="N", help="Trials to run before giving up the search (default 100, or --time)."),
@@ -118,6 +121,7 @@ def explore(
     built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
     to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`."""
     from testbed.explore.search import Search, targets_of
+    from testbed.explore.space import faults_for
     from testbed.explore.trials import TrialSettings
 
     handlers = handler or []
@@ -140,15 +144,15 @@ def explore(
     timeout = 120.0 if cell_timeout is None else cell_timeout
     checks.finite("--cell-timeout", timeout, 1, 7 * 86_400)
     stack, mode = stack_options(stack_args)
-    if stack.remote is not None:
-        raise UsageError("explore runs on a stack of its own: not with --hosts (yet)")
+    faults = faults_for(stack.remote is not None)
+    stack = hosts.fit_faults(stack, faults)
     if mode != "forced":
         raise UsageError("explore brings back a killed worker's job at once: --recovery forced")
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
     meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": promise, "ops": ops}
     meta |= {"retries": retries, "scenarios": scenarios, "parallel": parallel, "modelOnly": model_only}
     meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
-    meta |= {"recovery": mode, "workerSettings": vars_of(stack.settings)}
+    meta |= {"recovery": mode, "faults": list(faults), "workerSettings": vars_of(stack.settings)}
     out = Output("explore", json_path, meta, seed, store_args)
     out.check()
     store = None if store_args.no_store else RunStore(store_args.store)
@@ -163,6 +167,7 @@ def explore(
         model_only,
         confirm,
         None if store is None else store_args.store / ".hypothesis",
+        faults,
     )
     settings = TrialSettings(retries, seed or 0, promise, client_timeout, timeout, paths)
     return _explore(stack, search, settings, out, store, promise, list(path or []))
@@ -202,7 +207,7 @@ def _explore(
         if found is not None and ran.stored is not None:
             saved = ran.stored.path / COUNTEREXAMPLE
             saved.write_text(found.trial.schedule.encode())
-            replay = _replay_command(saved, found, promise, paths)
+            replay = _replay_command(saved, found, promise, paths, stack.remote is not None)
         summary = {"explore": exploration.to_json(replay)}
     out.keep(ran, store, summary)
     explored = results.parse(out.document(ran, summary)).explore
@@ -226,9 +231,11 @@ def _heard(judged: Judged, phase: str) -> None:
     print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
-def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path]) -> str:
+def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path], hosts: bool) -> str:
+    """The command that runs the counterexample again, on the same kind of stack (a partition needs the hosts)."""
     target = found.trial.target
     what = f"--handler {target.name}" if target.handler else f"-s {target.name}"
     extra = "".join(f" --path {p}" for p in paths) if target.handler else ""
+    extra += " --hosts" if hosts else ""
     extra += "" if promise == "exactly-once" else f" --promise {promise}"
     return f"testbed chaos --schedule {saved} {what}{extra}"

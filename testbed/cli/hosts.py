@@ -1,10 +1,11 @@
 """The lab across hosts, on the command line: `testbed host`, `testbed redis`,
-and the `--hosts` / `--provider-url` stack options of chaos, replay and load."""
+and the `--hosts` / `--provider-url` stack options of chaos, replay, load and explore."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ import typer
 from typer import Option
 
 from labcore.credentials import TOKEN_ENV
-from labcore.faults import RULES
+from labcore.faults import RULES, Fault
 from testbed.cli.base import examples
 from testbed.cli.options import StackArgs
 from testbed.errors import SetupError, UsageError
@@ -48,10 +49,14 @@ def remote_options(args: StackArgs) -> RemoteOptions | None:
 
 
 def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
-    """What the stack cannot do for these cells is refused before anything starts:
+    return fit_faults(stack, frozenset().union(*(c.faults for c in cells)))
+
+
+def fit_faults(stack: StackOptions, faults: Iterable[Fault]) -> StackOptions:
+    """What the stack cannot do with these faults is refused before anything starts:
     crashing a provider the run did not start, or cutting off a machine that no host daemon
     of the run is on. A run that cuts hosts off asks its host daemons whether they can."""
-    faults = frozenset().union(*(c.faults for c in cells))
+    faults = frozenset(faults)
     if stack.remote is None:
         cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
         if cutting:

@@ -57,6 +57,14 @@ Paths = Annotated[
     list[Path] | None,
     Option("--path", metavar="DIR", help="Put DIR on the import path of --handler (repeatable; . is on it)."),
 ]
+ImportTimeout = Annotated[
+    float,
+    Option(
+        "--import-timeout",
+        metavar="SECONDS",
+        help="How long importing --handler may take before the run starts (exit 2 past it).",
+    ),
+]
 PromiseOption = Annotated[
     str,
     Option(

@@ -24,6 +24,7 @@ from testbed.cli.options import (
     ClientTimeout,
     Expect,
     Handlers,
+    ImportTimeout,
     Paths,
     PromiseOption,
     ResultsPath,
@@ -299,6 +300,7 @@ def chaos(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
     schedule: Annotated[
         Path | None,
         Option(
@@ -329,7 +331,7 @@ def chaos(
     refuse_untested(cells, every_nth(every), ops)
     overrides = parse_expect(expect, cells)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
     from testbed.report import tables as report
 
     meta: dict[str, Any] = {"matrix": matrix}
@@ -403,6 +405,7 @@ def replay(
     ] = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
 ) -> int:
     """Watch killed jobs come back: each killed op's attempts as a timeline, and kill-to-replay latency."""
     chosen = [parse_kill_fault("replay", fault)]
@@ -419,7 +422,7 @@ def replay(
     checks.finite("--retries", retries, 1, 10)
     refuse_untested(cells, every_nth(every), ops)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
     from testbed.report import timeline
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args)}
@@ -482,6 +485,7 @@ def load(
     handler: Handlers = None,
     path: Paths = None,
     promise: PromiseOption = "exactly-once",
+    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
 ) -> int:
     """Many workers, seeded random kills: check each strategy's invariants (and the model) under load;
     your own job's (--handler) against its promise."""
@@ -497,7 +501,7 @@ def load(
     checks.finite("--window", window, 100, 1_000_000)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise)
+    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
     cells += [Cell(h, None, chosen[0], spread=kill_rate > 0, handler=h) for h in handlers]

@@ -32,6 +32,10 @@ def problem(schedule: Schedule) -> str | None:
         # Every fault re-mints the op again: two jobs of one new identity would race.
         if scenario.nemesis is Nemesis.REMINT and len(op) > 1:
             return f"op {n}: under remint an op has at most one fault"
+    cuts = [n for n, op in enumerate(schedule.ops, 1) if any(RULES[a.fault].cuts_network for a in op)]
+    if cuts and len(schedule.ops) > 1:
+        # A cut is the whole host's: another op's requests from that host would be cut off unplanned.
+        return f"a schedule that cuts a host off from the provider is one op (op {cuts[0]} cuts)"
     crashes = [n for n, op in enumerate(schedule.ops, 1) if any(RULES[a.fault].kills_provider for a in op)]
     if crashes:
         # A crash loses every request the provider holds: another op's (or a late one) would be lost unplanned.

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.coverage import Coverage
-from testbed.explore.space import Target, Trial, batches, trials
+from testbed.explore.space import FAULTS, Target, Trial, batches, trials
 from testbed.explore.trials import Found, Judged, Trials, TrialSettings
 from testbed.explore.words import trial_lines
 
@@ -53,11 +54,12 @@ class Search:
     model_only: bool = False  # built-ins: look for disagreements with the model only
     confirm: int = 3
     database: Path | None = None
+    faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
 
     def key(self, settings: TrialSettings) -> bytes:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
-        what += [settings.promise, self.model_only]
+        what += [settings.promise, self.model_only, self.faults]
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
 
@@ -172,7 +174,8 @@ def explore(run: Trials, search: Search) -> Exploration:
     seeded = search.seed is not None
     database = None if seeded or search.database is None else DirectoryBasedExampleDatabase(search.database)
     phases = [Phase.generate, Phase.shrink] if database is None else [Phase.reuse, Phase.generate, Phase.shrink]
-    space = batches(trials(search.targets, search.scenarios, search.max_ops, run.settings.retries), search.parallel)
+    trial = trials(search.targets, search.scenarios, search.max_ops, run.settings.retries, search.faults)
+    space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).
         max_examples=NO_BUDGET,

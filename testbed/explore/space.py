@@ -13,9 +13,14 @@ first target named.
 - Faults strike attempts 1 to `retries` only: the last attempt runs clean, so
   every op can still finish, and a job that runs out of retries is never what
   a trial finds.
-- One trial in ten may crash the provider; such a schedule faults one op only
-  and holds no late request (`testbed.experiment.schedules`), so drawn
+- One trial in ten may crash the provider, or, across worker hosts, cut a host
+  off from it: such a trial runs alone (its fault reaches past its own
+  requests), and a trial that runs alone throttles the search. A schedule that
+  crashes the provider faults one op only and holds no late request, and one
+  that cuts a host off is one op (`testbed.experiment.schedules`), so drawn
   schedules are made to fit (`fitted`).
+- Across worker hosts the provider is not the run's to crash: `partition`
+  takes `provider-crash`'s place (`faults_for`).
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ from labcore.schedule import Schedule
 from testbed.experiment.scenarios import SCENARIOS, Nemesis
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, legal
 
-# Simplest first: what shrinking moves a strike towards. `hold` is duplicate-enqueue's own;
-# `partition` needs worker hosts.
+# Simplest first: what shrinking moves a strike towards. `hold` is duplicate-enqueue's own.
 FAULTS = (Fault.KILL, Fault.TIMEOUT, Fault.KILL_WORKER, Fault.LATE, Fault.PROVIDER_CRASH)
-CRASH_SHARE = 10  # one trial in this many may crash the provider
+# On worker hosts (--hosts): a provider the run did not start cannot be crashed; a host can be cut off.
+HOST_FAULTS = (Fault.KILL, Fault.TIMEOUT, Fault.KILL_WORKER, Fault.LATE, Fault.PARTITION)
+ALONE_SHARE = 10  # one trial in this many may strike with a fault that makes it run alone
+
+
+def faults_for(hosts: bool) -> tuple[Fault, ...]:
+    return HOST_FAULTS if hosts else FAULTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +83,12 @@ def op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.Searc
 
 
 def fitted(schedule: Schedule) -> Schedule:
-    """A drawn schedule as the lab can run it: if it crashes the provider, only the first
-    op it crashes on keeps its faults, and no late request is held."""
+    """A drawn schedule as the lab can run it: if it cuts a host off, it is the first op that
+    cuts, alone; if it crashes the provider, only the first op it crashes on keeps its faults,
+    and no late request is held."""
+    cutting = next((op for op in schedule.ops if any(RULES[a.fault].cuts_network for a in op)), None)
+    if cutting is not None:
+        return legal(Schedule((cutting,), schedule.scenario, schedule.retries))
     crashing = next((n for n, op in enumerate(schedule.ops) if any(RULES[a.fault].kills_provider for a in op)), None)
     if crashing is None:
         return schedule
@@ -96,8 +110,8 @@ def _trial(
     target = draw(st.sampled_from(targets))
     # The first scenario for half the trials: the others (a narrower space, often) share the rest.
     scenario = draw(st.sampled_from(scenarios[1:])) if len(scenarios) > 1 and draw(st.booleans()) else scenarios[0]
-    crash = Fault.PROVIDER_CRASH in faults and draw(st.integers(1, CRASH_SHARE)) == CRASH_SHARE
-    allowed = [f for f in faults if crash or f is not Fault.PROVIDER_CRASH]
+    alone = any(RULES[f].alone for f in faults) and draw(st.integers(1, ALONE_SHARE)) == ALONE_SHARE
+    allowed = [f for f in faults if alone or not RULES[f].alone]
     ops = draw(st.lists(op_strikes(scenario, retries, allowed), min_size=1, max_size=max_ops))
     return Trial(target, fitted(Schedule(tuple(ops), scenario, retries)))
 

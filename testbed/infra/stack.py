@@ -123,6 +123,22 @@ class RunStack(ABC):
     def stop_services(self) -> None:
         """The parts that serve the run stopped (the provider's log is whole after this)."""
 
+    def leftover_processes(self) -> int:
+        """How many processes the run's jobs left running after their work-horses ended, all
+        stopped: counted by the workers as each work-horse ended, and found where the workers
+        ran once they were gone. Asked once the services are stopped."""
+        import redis as redis_lib
+
+        try:
+            counted = int(self.redis.get(self.keys.leftovers) or 0)
+        except redis_lib.RedisError:  # the run lost its Redis: said elsewhere
+            counted = 0
+        return counted + self._swept()
+
+    def _swept(self) -> int:
+        """Processes of the run's jobs found, and stopped, once the workers were stopped."""
+        return 0
+
     def _close(self) -> None:
         # A second Ctrl-C must not cut the teardown short.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -203,6 +219,9 @@ class Stack(RunStack):
         """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
+
+    def _swept(self) -> int:
+        return self.supervisor.swept
 
 
 def connect(url: str) -> redis_lib.Redis:

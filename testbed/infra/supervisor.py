@@ -5,6 +5,12 @@ The workers are forked by the run's zygote (`workers.zygote`), which imports
 their code once for all of them: a run's first cell no longer waits for four
 interpreters' imports, nor a killed worker's replacement for a fifth.
 
+What the workers' jobs leave running is stopped as each work-horse ends
+(`workers.horses`); what left the work-horse's process group is found once the
+workers are stopped, below the zygote, which adopts the orphans of its
+descendants, and in its session, which every worker and work-horse shares
+(a process adopted by someone else), and stopped (`swept`).
+
 The Redis URL (with its password) and the provider's token reach the workers
 through their environment: a command line is visible to every local user."""
 
@@ -19,6 +25,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
+from labcore.procs import stop_descendants, stop_session
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.parts import check_alive
@@ -72,6 +79,7 @@ class Supervisor:
         self._started = 0
         self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}
+        self.swept = 0  # processes left in the workers' session once they were stopped
 
     def boot(self) -> None:
         """Start the zygote: it imports the workers' code (needing no Redis yet) while the run does its own."""
@@ -142,6 +150,11 @@ class Supervisor:
         return procs
 
     def close(self) -> None:
+        """The zygote stopped, once its workers are: what is left below it or in its session
+        (it leads the session it was started in) is what their jobs left, stopped."""
         if self._zygote is not None:
+            zygote = self._zygote.proc.pid
+            self.swept += stop_descendants(zygote)
             self._zygote.close()
             self._zygote = None
+            self.swept += stop_session(zygote)

@@ -351,6 +351,11 @@ class Results(Record):
         " during the run (exit 3), whatever its judged cells say (runs stored before this value say pass or"
         " fail, with incomplete true)."
     )
+    leftover_processes: int = Field(
+        0,
+        description="Processes the jobs started and left running after their work-horses ended,"
+        " all stopped by the lab: at each attempt's end, or at the run's.",
+    )
     rows: list[ResultRow]
     explore: ExploreSummary | None = Field(
         None, description="explore: what it tried and found (its trials are the rows)."

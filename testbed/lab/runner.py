@@ -206,9 +206,10 @@ class CellRunner:
                 self.tick([self._progress(r, now) for r in self._running.values()])
 
     def _may_start(self, cell: Cell) -> bool:
-        """A cell that crashes the provider runs alone: its crashes must hit no other cell's requests."""
+        """A cell that crashes the provider, or cuts a worker host off from it, runs alone:
+        its crashes and cuts must hit no other cell's requests (the cut is the whole host's)."""
         cells = (cell, *(r.cell for r in self._running.values()))
-        return not self._running or not any(_crashes_provider(c) for c in cells)
+        return not self._running or not any(RULES[f].alone for c in cells for f in c.faults)
 
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options

@@ -40,6 +40,7 @@ class Session:
     failure: str | None = None
     not_run: list[str] = field(default_factory=list)
     stored: RunDir | None = None
+    leftovers: int = 0  # processes the jobs left behind, stopped
 
     def meta(self, options: dict[str, Any], seed: int | None) -> dict[str, Any]:
         incomplete = {"incomplete": True, "failure": self.failure, "notRun": self.not_run} if self.failure else {}
@@ -52,6 +53,7 @@ class Session:
             "options": options,
             "versions": self.versions,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+            "leftoverProcesses": self.leftovers,
         }
 
 
@@ -86,11 +88,13 @@ def execute_on_stack(
     started = time.time()
     run_dir = store.create(run_id) if store is not None else None
     try:
-        with started_stack(run_id, stack_options) as stack:
+        with redis_failures(), started_stack(run_id, stack_options) as stack:
             ran = work(stack, run_dir)
             versions = _versions(stack.redis)
             if run_dir is not None:
                 ran = _kept(ran, stack, run_dir)
+            stack.stop_services()  # if `_kept` has not: what the jobs left is all counted once the workers are gone
+            leftovers = stack.leftover_processes()
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
     except KeyboardInterrupt:
@@ -98,7 +102,9 @@ def execute_on_stack(
             run_dir.discard()
         raise Interrupted from None
     wall = time.time() - started
-    return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir)
+    if leftovers:
+        print(f"testbed: the jobs left {leftovers} process(es) running after their attempts: stopped", file=sys.stderr)
+    return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir, leftovers)
 
 
 @contextlib.contextmanager
@@ -112,6 +118,24 @@ def started_stack(run_id: str, options: StackOptions) -> Iterator[RunStack]:
         runner.check_rq_prefix(os.environ["RQ_KEY_PREFIX"])
         stack.wait_ready()
         yield stack
+
+
+@contextlib.contextmanager
+def redis_failures() -> Iterator[None]:
+    """A Redis that stops answering is the lab's failure (exit 3), never a traceback."""
+    try:
+        yield
+    except Exception as exc:
+        # Looked up, not imported: the run's start does not wait for redis-py's import,
+        # and no Redis error can be raised before something imported it.
+        errors = sys.modules.get("redis.exceptions")
+        if errors is None or not isinstance(exc, errors.RedisError):
+            raise
+        from labcore.connections import PAUSE_BOUND
+
+        raise RunFailure(
+            f"the run's Redis did not answer ({exc}): gone, or paused or overloaded for over {PAUSE_BOUND:.0f} s"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +160,8 @@ def run_cells(
 
     cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
     try:
-        return Ran(cells_runner.run(options.cells))
+        with redis_failures():
+            return Ran(cells_runner.run(options.cells))
     except RunFailure as exc:
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]

@@ -3,21 +3,26 @@ anything, the job's spec, and the cell's verdict against the promise."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
-from workers.target import USER_JOBS_ENV, TargetError, jobs_env, split
+from workers.target import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
 
-FUNCTION = "workers.userjob.perform"
-_CHECK_TIMEOUT = 120.0
+FUNCTION = USER_JOB
+IMPORT_TIMEOUT = 30.0  # seconds the handlers' import check may take (--import-timeout)
+_MAX_IMPORT_TIMEOUT = 3600.0
+_TAIL = 65_536  # bytes of the check's output read back: its last lines are the lab's
 
 
 def prepare(
@@ -25,10 +30,13 @@ def prepare(
     paths: Sequence[str],
     promise: str = Promise.EXACTLY_ONCE,
     env: dict[str, str] | None = None,
+    import_timeout: float = IMPORT_TIMEOUT,
 ) -> tuple[str, ...]:
-    """Check the handlers before anything starts (each must import and name a callable, with
-    `env` set as in its work-horses), and have the run's workers preload the job wrapper.
-    The paths, absolute."""
+    """Check the handlers before anything starts (each must import, within `import_timeout`
+    seconds, and name a callable, with `env` set as in its work-horses), and have the run's
+    workers preload the job wrapper. The paths, absolute."""
+    if not 0 < import_timeout <= _MAX_IMPORT_TIMEOUT:  # also NaN
+        raise UsageError(f"--import-timeout must be a number of seconds in (0, {_MAX_IMPORT_TIMEOUT:.0f}]")
     try:
         parse_promise(promise)
         for spec in handlers:
@@ -40,29 +48,55 @@ def prepare(
         if not Path(path).is_dir():
             raise UsageError(f"--path {path} is not a directory")
     if handlers:
-        os.environ[USER_JOBS_ENV] = jobs_env(check(handlers, absolute, env or {}))
+        os.environ[USER_JOBS_ENV] = jobs_env(check(handlers, absolute, env or {}, import_timeout))
     return absolute
 
 
-def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str]) -> list[str]:
+def check(handlers: Sequence[str], paths: Sequence[str], env: dict[str, str], timeout: float) -> list[str]:
     """Import the handlers in a process of their own, as a work-horse will (the
-    lab never imports users' code); the installed libraries they import."""
+    lab never imports users' code); the installed libraries they import. The check
+    runs in a process group of its own, stopped whole once it is over or past its
+    deadline: a module that loops, or leaves a process behind, at import holds up
+    nothing. Its output goes to files, not pipes, which such a process would hold open."""
     argv = [sys.executable, "-m", "workers.target", *handlers]
     for path in paths:
         argv += ["--path", path]
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=_CHECK_TIMEOUT, stdin=subprocess.DEVNULL, env=os.environ | env
+    named = ", ".join(handlers)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=os.environ | env, process_group=0
         )
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"importing {', '.join(handlers)} took longer than {_CHECK_TIMEOUT:.0f} s") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise UsageError(lines[-1] if lines else f"importing {', '.join(handlers)} exited with {done.returncode}")
+        try:
+            code: int | None = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _stop_group(proc)
+        if code is None:
+            raise UsageError(f"importing {named} took longer than {timeout:g} s (--import-timeout)")
+        stdout, stderr = _tail(out), _tail(err)
+    if code != 0:
+        lines = stderr.strip().splitlines()
+        raise UsageError(lines[-1] if lines else f"importing {named} exited with {code}")
     try:  # the last line: the handlers' own output comes first
-        return [str(name) for name in json.loads(done.stdout.strip().splitlines()[-1])]
+        return [str(name) for name in json.loads(stdout.strip().splitlines()[-1])]
     except (ValueError, IndexError, TypeError):
         return []
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """The check and whatever it started at import, SIGKILLed; the check reaped. Its group
+    outlives it while a member does, so its id names no other group then."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _tail(file: IO[bytes]) -> str:
+    """The end of what the check wrote: a module that prints at import may print a lot."""
+    size = file.seek(0, os.SEEK_END)
+    file.seek(max(0, size - _TAIL))
+    return file.read().decode(errors="replace")
 
 
 def job_spec(

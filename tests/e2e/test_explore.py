@@ -101,6 +101,7 @@ def test_the_worked_example_passes_the_full_matrix(workdir, monkeypatch):
         (["-s", "reconcile", "--time", "soon"], "--time 'soon': expected a duration such as 90s, 5m or 1h"),
         (["-s", "reconcile", "--scenario", "sunny"], "unknown scenario 'sunny'"),
         (["--handler", "examples.naive:send", "--model-only"], "--model-only checks the model of the built-in"),
+        (["-s", "reconcile", "--hosts", "--provider-url", "ftp://x"], "--provider-url must be an http(s) URL"),
     ],
 )
 def test_bad_explore_input_exits_2_with_one_line(workdir, args, message):

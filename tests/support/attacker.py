@@ -256,6 +256,9 @@ def flood(root: int, seconds: float, connections: int, ports: list[int]) -> dict
     return {"uid": os.getuid(), "ports": ports, "processes": len(children), "unix": unix_replies, **totals}
 
 
+GONE = "connect: FileNotFoundError"
+
+
 def main() -> None:
     if sys.argv[1] == "flood":
         ports = [int(p) for p in sys.argv[5:]]
@@ -268,11 +271,15 @@ def main() -> None:
     while time.monotonic() < deadline and os.path.exists(f"/proc/{root}"):
         found = targets(root)
         if found.provider_port and found.run:
+            replies = {path: redis_attack(unix(path)) for path in found.redis_unix}
+            replies |= {str(port): redis_attack(tcp(port)) for port in found.redis_tcp}
+            if any(GONE in r for r in replies.values()):
+                # Another user is refused a private dir's socket before it could learn that
+                # the socket is missing: the run has removed its dir, it is over.
+                break
             seen = found
-            for path in found.redis_unix:
-                redis.setdefault(path, []).extend(redis_attack(unix(path)))
-            for port in found.redis_tcp:
-                redis.setdefault(str(port), []).extend(redis_attack(tcp(port)))
+            for target, got in replies.items():
+                redis.setdefault(target, []).extend(got)
             provider.extend(provider_attack(found.provider_port, found.run))
             rounds += 1
         time.sleep(0.05)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -59,6 +61,28 @@ def raises(op_id: str, payload: dict) -> None:
 
 def hangs(op_id: str, payload: dict) -> None:
     time.sleep(3600)
+
+
+def leaves_a_process(op_id: str, payload: dict) -> str:
+    """Sends, leaving two processes behind (their pids in $LEFTOVER_PIDS): one in its
+    work-horse's process group, and one that leaves the group."""
+    for alone in (False, True):
+        child = subprocess.Popen(["sleep", "600"], process_group=0 if alone else None)
+        with open(os.path.join(os.environ["LEFTOVER_PIDS"], str(child.pid)), "w"):
+            pass
+    return send_with_requests(op_id, payload)
+
+
+def shouts(op_id: str, payload: dict) -> str:
+    """Sends, and writes 1 MB to its stdout."""
+    sys.stdout.write("x" * 1_000_000 + "\n")
+    sys.stdout.flush()
+    return send_with_requests(op_id, payload)
+
+
+def exits_at_once(op_id: str, payload: dict) -> None:
+    """Ends its work-horse with 0 before the job has ended."""
+    os._exit(0)
 
 
 NOT_A_FUNCTION = 42

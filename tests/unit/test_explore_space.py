@@ -7,7 +7,7 @@ from labcore.boundaries import Boundary
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, problem
-from testbed.explore.space import Target, Trial, batches, trials
+from testbed.explore.space import Target, Trial, batches, faults_for, trials
 
 B, F = Boundary, Fault
 TARGETS = (Target("reconcile", False), Target("jobs:send", True))
@@ -31,6 +31,25 @@ def test_every_trial_drawn_is_one_the_lab_can_run(trial):
     if Fault.PROVIDER_CRASH in schedule.faults:  # a crash loses what the provider holds: one op, no late
         assert sum(bool(op) for op in schedule.ops) == 1
         assert Fault.LATE not in schedule.faults
+
+
+@QUICK
+@given(trials(TARGETS, EVERYWHERE, max_ops=4, retries=3, faults=faults_for(hosts=True)))
+def test_across_hosts_a_trial_may_cut_a_host_off_and_is_then_one_op(trial):
+    schedule = trial.schedule
+    assert problem(schedule) is None
+    assert Fault.PROVIDER_CRASH not in schedule.faults
+    if Fault.PARTITION in schedule.faults:  # the cut is the whole host's: no other op's requests in flight
+        assert len(schedule.ops) == 1
+
+
+def test_partition_is_drawn_across_hosts_only():
+    assert Fault.PARTITION in faults_for(hosts=True) and Fault.PROVIDER_CRASH not in faults_for(hosts=True)
+    assert Fault.PARTITION not in faults_for(hosts=False)
+    space = trials(TARGETS, ("none",), 4, retries=3, faults=faults_for(hosts=True))
+    # One trial in ten may draw a fault that makes it run alone: more examples than QUICK's.
+    cut = find(space, lambda t: Fault.PARTITION in t.schedule.faults, settings=settings(QUICK, max_examples=2000))
+    assert cut.schedule.ops == ((Armed(1, B.BEFORE_EFFECT, F.PARTITION),),)
 
 
 def smallest(condition, scenarios=("none",), max_ops=4) -> Trial:

@@ -84,6 +84,8 @@ def crash(attempt: int = 1) -> Armed:
         (((crash(), Armed(2, B.AFTER_EFFECT, F.KILL)), ()), "none", None),
         (((crash(),), (Armed(1, B.JOB_START, F.KILL),)), "none", "faults one op only (op 1)"),
         (((Armed(1, B.BEFORE_EFFECT, F.LATE), crash(2)),), "none", "holds no late request"),
+        (((Armed(1, B.AFTER_EFFECT, F.PARTITION), Armed(2, B.JOB_START, F.KILL)),), "none", None),
+        (((), (Armed(1, B.AFTER_EFFECT, F.PARTITION),)), "none", "cuts a host off from the provider is one op (op 2"),
         (((),), "nowhere", "unknown scenario 'nowhere'"),
     ],
 )

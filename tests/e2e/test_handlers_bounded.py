@@ -1,0 +1,99 @@
+"""A user's handler cannot hold a run up or outlive it: its import has a deadline, what it
+leaves running is stopped and counted, its output is capped, and a work-horse it ends
+with `os._exit(0)` is a dead one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.helpers import assert_left_nothing, run_testbed
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def pids(tmp_path, monkeypatch) -> Path:
+    """Where the handlers write the pids of the processes they leave behind."""
+    where = tmp_path / "pids"
+    where.mkdir()
+    monkeypatch.setenv("LEFTOVER_PIDS", str(where))
+    return where
+
+
+def alive(pids: Path) -> list[int]:
+    """The handlers' leftovers still running: a pid that is a `sleep 600` now."""
+    running = []
+    for entry in pids.iterdir():
+        try:
+            process = psutil.Process(int(entry.name))
+            if process.cmdline() == ["sleep", "600"] and process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir, pids):
+    args = ["--handler", "tests.support.loops_at_import:send", "--import-timeout", "2", "-b", "none", "--ops", "2"]
+    ran = run_testbed(args, workdir, timeout=60)
+    assert ran.code == 2
+    assert ran.stderr.strip().splitlines() == [
+        "testbed: error: importing tests.support.loops_at_import:send took longer than 2 s (--import-timeout)"
+    ]
+    assert len(list(pids.iterdir())) == 1 and alive(pids) == []
+    assert_left_nothing(ran)
+
+
+def test_processes_a_handler_leaves_are_stopped_and_counted(workdir, pids):
+    args = ["--handler", "tests.support.userjobs:leaves_a_process", "-b", "none", "--ops", "6"]
+    ran = run_testbed(args, workdir, timeout=120)
+    assert ran.code == 0, ran.stderr
+    left = len(list(pids.iterdir()))
+    assert left == 12  # two per op
+    assert alive(pids) == []
+    assert ran.results["leftoverProcesses"] == left
+    assert f"the jobs left {left} process(es) running after their attempts: stopped" in ran.stderr
+    assert_left_nothing(ran)
+
+
+def test_a_handlers_output_is_capped_per_attempt_in_the_store(workdir):
+    store = workdir / "store"
+    args = ["--handler", "tests.support.userjobs:shouts", "-b", "none", "--ops", "3", "--workers", "1"]
+    ran = run_testbed([*args, "--store", str(store)], workdir, timeout=120)
+    assert ran.code == 0, ran.stderr
+    (log,) = (store / ran.results["run"] / "logs" / "workers").glob("w*.log")
+    text = log.read_text()
+    assert len(text) < 3 * 70_000
+    assert text.count("bytes of this work-horse's output cut; 65536 kept per attempt") == 3
+
+
+def test_a_handler_that_exits_its_work_horse_is_a_failed_attempt(workdir):
+    args = ["--handler", "tests.support.userjobs:exits_at_once", "-b", "none", "--ops", "2", "--retries", "1"]
+    ran = run_testbed([*args, "--cell-timeout", "600"], workdir, timeout=120)
+    assert ran.code == 1, ran.stderr
+    (row,) = ran.results["rows"]
+    assert (row["effects"], row["missingOperations"]) == (0, 2)
+    assert_left_nothing(ran)
+
+
+def test_a_temp_dir_named_in_multibyte_characters_falls_back_to_tcp():
+    base = tempfile.gettempdir()
+    # The provider's socket, <dir>/tmp/testbed-<run id>-<8>/provider.sock, fits in characters, not in bytes.
+    wide = 96 - len(base) - 1 - len("/tmp/testbed-20250101-120000-abcdef-abcdefgh/provider.sock") - len("tb-")
+    if wide < 8:
+        pytest.skip(f"the temp dir {base} is too long to tell characters from bytes")
+    workdir = Path(tempfile.mkdtemp(prefix="tb-" + "é" * (wide - 9), dir=base))
+    try:
+        socket = workdir / "tmp" / "testbed-20250101-120000-abcdef-abcdefgh" / "provider.sock"
+        assert len(str(socket)) < 100 < len(os.fsencode(socket))
+        ran = run_testbed(["-s", "provider-key", "-b", "none", "--ops", "3"], workdir, timeout=120)
+        assert ran.code == 0, ran.stderr
+        assert_left_nothing(ran)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

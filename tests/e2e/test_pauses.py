@@ -1,0 +1,78 @@
+"""A slow part is not a fault: a part that stops and resumes changes no cell.
+
+A VM's stolen time, a GC pause or a loaded CI runner stops a process for a while
+without killing it. The run's provider, its Redis and one of its workers are each
+SIGSTOPped for 10 s in the middle of a run, then let go: every cell is as the run
+without a pause would have it, and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.helpers import assert_left_nothing, finish, start_testbed
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PAUSE = 10.0  # seconds
+# Long enough to be running still when the pause ends, with a kill in every tenth op.
+CELLS = ["-s", "provider-key", "-s", "retry-only", "-b", "none", "-b", "after-effect", "--ops", "600"]
+
+
+def _provider(p: psutil.Process) -> bool:
+    return p.cmdline()[1:3] == ["-m", "provider"]
+
+
+def _redis(p: psutil.Process) -> bool:
+    return p.name() == "redis-server"
+
+
+def _worker(p: psutil.Process) -> bool:
+    # A worker, not its work-horse (the zygote forks workers; a worker forks horses).
+    return p.name().startswith("rq-worker") and not p.parent().name().startswith("rq-worker")
+
+
+def _part(root: int, which: Callable[[psutil.Process], bool]) -> psutil.Process:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for p in psutil.Process(root).children(recursive=True):
+            try:
+                if which(p):
+                    return p
+            except psutil.Error:
+                continue
+        time.sleep(0.05)
+    raise AssertionError("the part never appeared")
+
+
+@pytest.mark.parametrize("which", [_provider, _redis, _worker], ids=["provider", "redis", "worker"])
+def test_a_part_paused_for_10_s_changes_no_cell(which: Callable[[psutil.Process], bool], tmp_path: Path) -> None:
+    proc, _, _ = start_testbed(CELLS, tmp_path)
+    seen: set = set()
+    try:
+        part = _part(proc.pid, which)
+        time.sleep(1.0)  # the first cell is under way
+        part.suspend()
+        try:
+            time.sleep(PAUSE)
+        finally:
+            part.resume()
+        assert proc.poll() is None, "the run ended during the pause: it did not span it"
+        ran = finish(proc, tmp_path, timeout=300, seen=seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert ran.code == 0, ran.stdout + ran.stderr
+    for strategy in ("provider-key", "retry-only"):
+        none = ran.row(strategy, "none")
+        assert (none["effects"], none["duplicateEffects"], none["missingOperations"]) == (600, 0, 0), none
+    key, retry = ran.row("provider-key", "after-effect"), ran.row("retry-only", "after-effect")
+    assert (key["effects"], key["duplicateEffects"], key["missingOperations"]) == (600, 0, 0), key
+    assert (retry["effects"], retry["duplicateEffects"]) == (660, 60), retry
+    assert_left_nothing(ran)
