@@ -169,7 +169,7 @@ class CellRunner:
         except FAILED_CALL as exc:
             # A part that died shows first as a failed call: name the part if one died.
             name_a_dead_part(self.stack.check)
-            raise RunFailure(f"the run lost a part of its stack: {type(exc).__name__}: {exc}") from None
+            raise RunFailure(f"the run lost {_part_of(exc)}: {type(exc).__name__}: {exc}") from None
         return [self.rows[i] for i in sorted(self.rows)]
 
     def _run(self, cells: list[Cell]) -> None:
@@ -377,6 +377,15 @@ def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range,
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
+
+
+def _part_of(failed: BaseException) -> str:
+    """The part a failed call of the run's own went to (none of them is a fault's)."""
+    if isinstance(failed, redis_lib.RedisError):
+        return "its Redis"
+    if isinstance(failed, httpx.HTTPError):
+        return "its provider"
+    return "a part of its stack"
 
 
 def _crashes_provider(cell: Cell) -> bool:
