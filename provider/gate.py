@@ -2,8 +2,11 @@
 requests are turned away unprocessed instead of dying half-done with it.
 
 A request held at an armed boundary waits outside the count, so a drain never
-waits for a hold. A request turned away gets 503 with `Retry-After`: nothing
-was done with it, and a client may send it again as it is.
+waits for a hold. While the gate is closed the server accepts no new
+connection: one made then waits in the listening socket's backlog, which the
+lab holds across the crash, for the provider that follows. A request on a
+connection already open is turned away with 503 and `Retry-After`: nothing was
+done with it, and a client may send it again as it is.
 
 Only jobs' requests pass the gate (the routes `provider.routes` marks gated:
 sends and reads of effects, a user's job's scoped routes). `/health` and the controller's own requests (contracts, the
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 
 class Gate:
@@ -23,6 +27,13 @@ class Gate:
         self._lock = threading.Lock()
         self._active = 0  # requests being processed, holds excluded
         self._closed = False
+        self._doors: tuple[Callable[[], None], Callable[[], None]] | None = None
+
+    def also(self, close: Callable[[], None], reopen: Callable[[], None]) -> None:
+        """What else shuts while the gate is closed: the server's accepting of new
+        connections (`provider.server`), which then wait for the next provider in the
+        backlog the lab holds, rather than being turned away. Called from any thread."""
+        self._doors = (close, reopen)
 
     def enter(self) -> bool:
         with self._lock:
@@ -47,6 +58,8 @@ class Gate:
         """Turn new requests away and wait for those being processed to finish."""
         with self._lock:
             self._closed = True
+        if self._doors is not None:
+            self._doors[0]()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
@@ -56,4 +69,6 @@ class Gate:
 
     def reopen(self) -> None:
         with self._lock:
-            self._closed = False
+            was, self._closed = self._closed, False
+        if was and self._doors is not None:
+            self._doors[1]()

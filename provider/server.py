@@ -85,7 +85,7 @@ def serve(
                 uds.unlink()
 
     try:
-        Server(service, listening, close, access_log).run()
+        Server(service, listening, close, access_log, gate).run()
     finally:
         close()
 
@@ -101,11 +101,21 @@ def _bus(url: str, prefix: str | None) -> Bus | RunBuses:
 
 class Server:
     def __init__(
-        self, service: Service, sockets: list[socket.socket], close: Callable[[], None], access_log: bool = False
+        self,
+        service: Service,
+        sockets: list[socket.socket],
+        close: Callable[[], None],
+        access_log: bool = False,
+        gate: Gate | None = None,
     ) -> None:
-        """`close`: what a SIGTERM that ends the process at once does first."""
+        """`close`: what a SIGTERM that ends the process at once does first. `gate`: while
+        it is closed, no new connection is accepted (`provider.gate`)."""
         self._service = service
         self._sockets = sockets
+        self._gate = gate
+        # Each server listens on a copy of its socket, so that it can stop accepting
+        # (asyncio closes a server's socket) and start again on a fresh copy.
+        self._servers: list[asyncio.AbstractServer] | None = None
         self._close = close
         self._access = _access_logger() if access_log else None
         self._connections: Connections | None = None  # once serving
@@ -154,22 +164,43 @@ class Server:
         connections.tick()
         self._ticker = loop.call_later(1, self._tick, loop, connections)
 
-    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        connections = Connections(self._service, loop, self._access, Budget.of(_descriptors()))
-        servers = []
+    async def _accept(self, loop: asyncio.AbstractEventLoop, connections: Connections) -> None:
+        if self._servers is not None:
+            return
+        self._servers = servers = []
         for sock in self._sockets:
             if sock.family == socket.AF_UNIX:
-                servers.append(await loop.create_unix_server(connections, sock=sock, backlog=BACKLOG))
+                servers.append(await loop.create_unix_server(connections, sock=sock.dup(), backlog=BACKLOG))
             else:
-                servers.append(await loop.create_server(connections, sock=sock, backlog=BACKLOG))
+                servers.append(await loop.create_server(connections, sock=sock.dup(), backlog=BACKLOG))
+        if self._servers is not servers:  # told to stop meanwhile
+            for server in servers:
+                server.close()
+
+    def _stop_accepting(self) -> None:
+        for server in self._servers or ():
+            server.close()
+        self._servers = None
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        connections = Connections(self._service, loop, self._access, Budget.of(_descriptors()))
+        await self._accept(loop, connections)
+        if self._gate is not None:
+
+            def close() -> None:
+                loop.call_soon_threadsafe(self._stop_accepting)
+
+            def reopen() -> None:
+                asyncio.run_coroutine_threadsafe(self._accept(loop, connections), loop)
+
+            self._gate.also(close, reopen)
         self._connections = connections
         self._ticker = loop.call_later(1, self._tick, loop, connections)
         try:
             await self._stop.wait()
         finally:
             self._ticker.cancel()
-            for server in servers:
-                server.close()
+            self._stop_accepting()
             connections.shutdown()
             deadline = loop.time() + GRACE
             while connections.in_progress() and not self._forced and loop.time() < deadline:

@@ -269,3 +269,51 @@ def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:
     """A request whose answer the test does not need (the server goes away under it)."""
     with contextlib.suppress(httpx.TransportError):
         http.post(path, **request)
+
+
+def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(private_redis_url: str, workdir) -> None:
+    """Between the planned crash's report and the kill, the provider accepts no new
+    connection: another op's request waits in the backlog the lab holds and is answered
+    by the restarted provider, instead of being turned away (a fault nobody planned)."""
+    from labcore.boundaries import Boundary
+    from labcore.bus import Bus
+    from labcore.events import Hit
+    from labcore.faults import Fault
+    from labcore.ids import HitId
+    from labcore.keys import RunKeys
+    from provider.wire import CHAOS
+
+    process = ProviderProcess(workdir, private_redis_url, "testbed:doomed")
+    process.launch()
+    try:
+        process.wait_ready()
+        admin = ProviderAdmin(process.url, process.token)
+        admin.put_ledger("doomed", Contract())
+        admin.close()
+        hid = str(HitId("c001", 1, 1, Boundary.BEFORE_EFFECT))
+        hit = Hit(hid, "c001", "op-1", 1, Boundary.BEFORE_EFFECT, Fault.PROVIDER_CRASH, 1, "w1", bus="testbed:doomed")
+        with provider_client(process.url, process.token, timeout=30) as armed_client:
+            armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
+            doomed = threading.Thread(target=_send_quietly, args=(armed_client, "/ledgers/doomed/effects", armed))
+            doomed.start()
+            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys("testbed:doomed"))
+            assert isinstance(bus.next(timeout=20), Hit)  # reported: the provider waits to be killed
+
+            answers: list[int] = []
+
+            def other_op() -> None:
+                with provider_client(process.url, process.token, timeout=30) as http:
+                    answers.append(http.post("/ledgers/doomed/effects", json={**BODY, "reference": "op-2"}).status_code)
+
+            other = threading.Thread(target=other_op)
+            other.start()
+            other.join(0.5)
+            assert other.is_alive() and answers == [], answers  # not turned away: waiting
+            psutil.Process(process.pid).kill()
+            process.relaunch()
+            other.join(20)
+            doomed.join(20)
+        assert answers == [201]
+        assert LogReader(process.db).records("doomed", ["op-1", "op-2"])["op-2"].effects == 1
+    finally:
+        stop_all(process.release())
