@@ -55,6 +55,12 @@ class Schedule:
         return tuple(a for op in self.ops for a in op)
 
     @property
+    def held(self) -> tuple[int, ...]:
+        """The ops (by index) a fault holds with the client waiting: each keeps its worker
+        busy until the op's duplicate job runs (a hold)."""
+        return tuple(n for n, op in enumerate(self.ops) if any(not RULES[a.fault].client_gives_up for a in op))
+
+    @property
     def faults(self) -> frozenset[Fault]:
         return frozenset(a.fault for a in self.strikes)
 

@@ -38,6 +38,7 @@ from testbed.explore.words import trial_lines
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
+STALE_BATCHES = 500  # drawn in well under a second when none of them is run
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +150,10 @@ def explore(run: Trials, search: Search) -> Exploration:
     started = time.monotonic()
     deadline = None if search.seconds is None else started + search.seconds
     phase = "search"
+    stale = 0  # batches in a row that held no trial not run before
 
     def fails(batch: list[Trial]) -> bool:
-        nonlocal phase
+        nonlocal phase, stale
         if phase == "search":
             left = NO_BUDGET if search.budget is None else search.budget - len(run.judged)
             if left <= 0:
@@ -160,11 +162,18 @@ def explore(run: Trials, search: Search) -> Exploration:
             if deadline is not None and time.monotonic() > deadline:
                 done.stopped = f"its {search.seconds:g} s were spent"
                 raise _Spent
+            # Many draws make one trial (space.fitted), so Hypothesis cannot tell that a
+            # small space is spent: it would draw old trials for ever.
+            if stale >= STALE_BATCHES:
+                done.stopped = "no new trial was left to try"
+                raise _Spent
             batch = batch[:left]
+        before = len(run.judged)
         try:
             outcome = run.outcome(batch, phase)
         except Exception as exc:  # the lab's own failure: no counterexample to shrink
             raise _Aborted(exc) from exc
+        stale = stale + 1 if len(run.judged) == before else 0
         failed = any(_fails(j, search.model_only) for j in outcome)
         if failed and phase == "search":
             phase, done.searched = "shrink", len(run.judged)
@@ -174,7 +183,8 @@ def explore(run: Trials, search: Search) -> Exploration:
     seeded = search.seed is not None
     database = None if seeded or search.database is None else DirectoryBasedExampleDatabase(search.database)
     phases = [Phase.generate, Phase.shrink] if database is None else [Phase.reuse, Phase.generate, Phase.shrink]
-    trial = trials(search.targets, search.scenarios, search.max_ops, run.settings.retries, search.faults)
+    held = run.workers - 1  # a worker left to run the held ops' duplicates
+    trial = trials(search.targets, search.scenarios, search.max_ops, run.settings.retries, search.faults, held)
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).

@@ -82,10 +82,18 @@ def op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.Searc
     return st.lists(st.one_of(st.none(), strike), max_size=retries).map(_attempts)
 
 
-def fitted(schedule: Schedule) -> Schedule:
+def fitted(schedule: Schedule, max_held: int | None = None) -> Schedule:
     """A drawn schedule as the lab can run it: if it cuts a host off, it is the first op that
     cuts, alone; if it crashes the provider, only the first op it crashes on keeps its faults,
-    and no late request is held."""
+    and no late request is held. At most `max_held` ops are held waiting for their duplicates
+    (fewer than the workers: with every worker holding, no duplicate would run)."""
+    if max_held is not None and len(schedule.held) > max_held:
+        released = set(schedule.held[max_held:])
+        ops = tuple(
+            tuple(a for a in op if RULES[a.fault].client_gives_up) if n in released else op
+            for n, op in enumerate(schedule.ops)
+        )
+        schedule = legal(Schedule(ops, schedule.scenario, schedule.retries))
     cutting = next((op for op in schedule.ops if any(RULES[a.fault].cuts_network for a in op)), None)
     if cutting is not None:
         return legal(Schedule((cutting,), schedule.scenario, schedule.retries))
@@ -106,6 +114,7 @@ def _trial(
     max_ops: int,
     retries: int,
     faults: Sequence[Fault],
+    max_held: int | None,
 ) -> Trial:
     target = draw(st.sampled_from(targets))
     # The first scenario for half the trials: the others (a narrower space, often) share the rest.
@@ -113,7 +122,7 @@ def _trial(
     alone = any(RULES[f].alone for f in faults) and draw(st.integers(1, ALONE_SHARE)) == ALONE_SHARE
     allowed = [f for f in faults if alone or not RULES[f].alone]
     ops = draw(st.lists(op_strikes(scenario, retries, allowed), min_size=1, max_size=max_ops))
-    return Trial(target, fitted(Schedule(tuple(ops), scenario, retries)))
+    return Trial(target, fitted(Schedule(tuple(ops), scenario, retries), max_held))
 
 
 def trials(
@@ -122,8 +131,9 @@ def trials(
     max_ops: int,
     retries: int,
     faults: Sequence[Fault] = FAULTS,
+    max_held: int | None = None,
 ) -> st.SearchStrategy[Trial]:
-    return _trial(targets, scenarios, max_ops, retries, faults)
+    return _trial(targets, scenarios, max_ops, retries, faults, max_held)
 
 
 def batches(trial: st.SearchStrategy[Trial], size: int) -> st.SearchStrategy[list[Trial]]:

@@ -80,6 +80,11 @@ class Trials:
         self.rows: list[Row] = []  # as the stored run keeps them: every trial run
         self.started = time.monotonic()
 
+    @property
+    def workers(self) -> int:
+        """The workers the trials share (every host's, across hosts)."""
+        return self._stack.options.workers
+
     def outcome(self, trials: Sequence[Trial], phase: str) -> list[Judged]:
         """Each trial's outcome: run now (the new ones, at once), or as first seen."""
         new = list(dict.fromkeys(t for t in trials if t not in self._known))

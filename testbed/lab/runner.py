@@ -207,9 +207,15 @@ class CellRunner:
 
     def _may_start(self, cell: Cell) -> bool:
         """A cell that crashes the provider, or cuts a worker host off from it, runs alone:
-        its crashes and cuts must hit no other cell's requests (the cut is the whole host's)."""
+        its crashes and cuts must hit no other cell's requests (the cut is the whole host's).
+        Cells together hold fewer ops than there are workers: a held op keeps its worker
+        until its duplicate runs, and with every worker holding, no duplicate would."""
         cells = (cell, *(r.cell for r in self._running.values()))
-        return not self._running or not any(RULES[f].alone for c in cells for f in c.faults)
+        if not self._running:
+            return True
+        if any(RULES[f].alone for c in cells for f in c.faults):
+            return False
+        return sum(_held_ops(c) for c in cells) < self.stack.options.workers
 
     def _start(self, index: int, cell: Cell) -> _Running:
         s, o = self.stack, self.options
@@ -377,6 +383,11 @@ def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range,
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
+
+
+def _held_ops(cell: Cell) -> int:
+    """A matrix cell's faulted ops are spread (every tenth), not held all at once."""
+    return 0 if cell.schedule is None else len(cell.schedule.held)
 
 
 def _part_of(failed: BaseException) -> str:

@@ -70,6 +70,20 @@ def test_provider_key_keeps_exactly_once(workdir):
     assert any(s["attempt"] >= 2 and s["struck"] for s in summary["coverage"])  # recovery attempts struck too
 
 
+def test_held_ops_never_take_every_worker(workdir):
+    """A hold keeps its worker until the op's duplicate runs: trials that held an op on every
+    worker at once stalled until the hold gave up, and read as a failure of the lab."""
+    args = [a for s in ("provider-key", "retry-only", "record-after", "record-before") for a in ("-s", s)]
+    args += ["--scenario", "duplicate-enqueue", "--workers", "2", "--model-only", "--seed", "7", "--no-store"]
+    ran = run_testbed([*args, "--budget", "300"], workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    # Two workers, at most one op held at once: 4 built-ins x 9 trials of 1 to 3 ops, each run once.
+    assert (summary["trials"], summary["labFailures"]) == (36, 0), summary
+    assert "no new trial was left to try" in ran.stdout
+    assert any(s["fault"] == "hold" and s["struck"] for s in summary["coverage"])
+
+
 @pytest.mark.slow
 def test_the_model_predicts_every_trial_of_every_built_in(workdir):
     args = [a for s in BUILT_INS for a in ("-s", s)]

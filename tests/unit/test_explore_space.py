@@ -6,8 +6,9 @@ from hypothesis import HealthCheck, find, given, settings
 from labcore.boundaries import Boundary
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
+from labcore.schedule import Schedule
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, problem
-from testbed.explore.space import Target, Trial, batches, faults_for, trials
+from testbed.explore.space import Target, Trial, batches, faults_for, fitted, trials
 
 B, F = Boundary, Fault
 TARGETS = (Target("reconcile", False), Target("jobs:send", True))
@@ -86,3 +87,16 @@ def test_a_batch_shrinks_to_the_one_trial_that_fails():
     space = batches(trials(TARGETS, ("none",), 3, 3), 4)
     found = find(space, lambda batch: any(t.target.handler for t in batch), settings=QUICK)
     assert len(found) == 1 and found[0].target == TARGETS[1] and found[0].schedule.ops == ((),)
+
+
+@QUICK
+@given(trials(TARGETS, ("duplicate-enqueue",), max_ops=4, retries=3, max_held=1))
+def test_a_trial_holds_fewer_ops_than_there_are_workers(trial):
+    # With every worker holding an op for its duplicate, no duplicate would run.
+    assert len(trial.schedule.held) <= 1 and problem(trial.schedule) is None
+
+
+def test_holds_past_the_bound_are_released_from_the_last_ops() -> None:
+    held = Schedule(((HELD_FOR_DUPLICATE,), (), (HELD_FOR_DUPLICATE,), (HELD_FOR_DUPLICATE,)), "duplicate-enqueue")
+    assert fitted(held, max_held=1).held == (0,)
+    assert fitted(held, max_held=3) == held
