@@ -1,0 +1,78 @@
+"""A DBOS workflow whose step sends the notification, on SQLite (`pip install 'testbed[dbos]'`).
+
+The workflow id is the op's identity. DBOS records each step's output when the
+step returns, and a workflow started again under its id returns its recorded
+result (finished) or waits for it (still pending). A pending workflow whose
+process died is recovered by the next process launched with the same executor
+id: each attempt launches DBOS with the op as its executor id, so a retry is
+that op's process restarted, and it recovers the op's workflow. Recovery puts
+the workflow on DBOS's internal queue, where any process of the same
+application version may run it; the lab counts an effect for the op whose
+attempt makes the call, so each op is its own version here, and its workflow
+runs in its own process (the work-horses of other ops share the database).
+
+What DBOS cannot do is record a step that was made but never returned: the
+recovery runs the step again. `send_keyed` sends a key derived from the
+workflow and the step, so the provider applies the step once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+
+from examples.naive import post
+
+
+def database_path() -> str:
+    """DBOS's system database: `DBOS_DB`, or one file in the temp dir (op ids never repeat)."""
+    return os.environ.get("DBOS_DB") or os.path.join(tempfile.gettempdir(), "testbed-dbos.sqlite3")
+
+
+@DBOS.step()
+def notify(payload: dict[str, Any]) -> str:
+    return post(payload, idempotency_key=None)
+
+
+@DBOS.step()
+def notify_keyed(payload: dict[str, Any]) -> str:
+    """The same call, keyed by the workflow and the step: every run of this step sends the same key."""
+    return post(payload, idempotency_key=f"{DBOS.workflow_id}:{DBOS.step_id}")
+
+
+@DBOS.workflow()
+def naive_workflow(payload: dict[str, Any]) -> str:
+    return notify(payload)
+
+
+@DBOS.workflow()
+def keyed_workflow(payload: dict[str, Any]) -> str:
+    return notify_keyed(payload)
+
+
+def run(op_id: str, workflow: Any, payload: dict[str, Any]) -> str:
+    DBOS(
+        config={
+            "name": "testbed-example",
+            "system_database_url": f"sqlite:///{database_path()}",
+            "executor_id": op_id,
+            "application_version": op_id,
+        }
+    )
+    DBOS.launch()
+    try:
+        with SetWorkflowID(op_id):
+            return str(workflow(payload))
+    finally:
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def send(op_id: str, payload: dict[str, Any]) -> str:
+    return run(op_id, naive_workflow, payload)
+
+
+def send_keyed(op_id: str, payload: dict[str, Any]) -> str:
+    return run(op_id, keyed_workflow, payload)
