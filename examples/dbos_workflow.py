@@ -60,6 +60,8 @@ def run(op_id: str, workflow: Any, payload: dict[str, Any]) -> str:
             "system_database_url": f"sqlite:///{database_path()}",
             "executor_id": op_id,
             "application_version": op_id,
+            # On SQLite DBOS polls for notifications; `destroy` waits out one poll (1 s by default).
+            "notification_listener_polling_interval_sec": 0.05,
         }
     )
     DBOS.launch()

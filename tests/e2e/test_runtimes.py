@@ -1,0 +1,109 @@
+"""Agent runtimes that really run the tool call, under the lab's kills through the pytest plugin:
+a LangGraph agent with a SQLite checkpointer and a DBOS workflow on SQLite (examples/)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.infra.stack import StackOptions
+from testbed.lab import session, userjobs
+from testbed.plugin import Lab, _claim_rq_prefix
+from workers.target import USER_JOBS_ENV, jobs_env
+
+pytestmark = pytest.mark.e2e
+
+ROOT = str(Path(__file__).resolve().parents[2])
+AGENT = "examples.langgraph_agent"
+WORKFLOW = "examples.dbos_workflow"
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    """The plugin's lab, with workers that preload the runtimes, as `testbed chaos --handler`'s
+    do: a work-horse that imported LangGraph or DBOS for every job would take seconds a job.
+    This module's own (a private Redis, provider and workers): the session's lab preloads nothing."""
+    libraries = userjobs.check([f"{AGENT}:send", f"{WORKFLOW}:send"], [ROOT], {}, userjobs.IMPORT_TIMEOUT)
+    before = os.environ.get(USER_JOBS_ENV)
+    os.environ[USER_JOBS_ENV] = jobs_env(libraries)
+    try:
+        with session.started_stack(_claim_rq_prefix(), StackOptions(workers=2)) as stack:
+            yield Lab(stack)
+    finally:
+        if before is None:
+            os.environ.pop(USER_JOBS_ENV, None)
+        else:
+            os.environ[USER_JOBS_ENV] = before
+
+
+@pytest.fixture
+def stores(tmp_path) -> dict[str, str]:
+    """The runtimes' own databases, private to the test."""
+    return {"LANGGRAPH_DB": str(tmp_path / "checkpoints.sqlite3"), "DBOS_DB": str(tmp_path / "dbos.sqlite3")}
+
+
+def counts(row) -> tuple[int, int, int, int]:
+    return row.counts.effects, row.counts.duplicate_effects, row.counts.missing_operations, row.counts.jobs_failed
+
+
+def test_a_checkpointed_tool_node_runs_again_after_the_effect_unless_keyed(lab, stores):
+    rows = lab.run(
+        [f"{AGENT}:send_sync", f"{AGENT}:send_keyed_sync"],
+        boundaries=["before-request", "after-effect"],
+        ops=10,
+        every=5,
+        env=stores,
+        paths=[ROOT],
+    )
+    naive, keyed = f"{AGENT}:send_sync", f"{AGENT}:send_keyed_sync"
+    # Killed before the call: the resume runs the tool node once.
+    assert counts(rows.row("before-request", handler=naive)) == (10, 0, 0, 0)
+    # Killed after the effect: the node never finished, no checkpoint holds its result, the resume sends again.
+    assert counts(rows.row("after-effect", handler=naive)) == (12, 2, 0, 0)
+    assert counts(rows.row("after-effect", handler=keyed)) == (10, 0, 0, 0)
+    with pytest.raises(AssertionError) as failed:
+        rows.assert_exactly_once()
+    assert f"{naive} @ after-effect (kill): exactly-once: 2 ops duplicated" in str(failed.value)
+    assert f"{keyed} @" not in str(failed.value)
+
+
+def test_the_default_durability_leaves_the_snapshot_behind_the_tool_node(lab, stores):
+    """Under the default ("async") durability the checkpoint before the tool node may not be
+    written when the node is killed: the snapshot then shows no nodes left. A retry that trusts
+    it gives up on the op; one that resumes any checkpointed thread runs the tool."""
+    rows = lab.run(
+        [f"{AGENT}:send", f"{AGENT}:send_resumed"],
+        boundaries=["before-request"],
+        ops=10,
+        every=5,
+        env=stores,
+        paths=[ROOT],
+    )
+    effects, duplicates, missing, failed = counts(rows.row("before-request", handler=f"{AGENT}:send"))
+    # How many of the two killed ops lost the race with the checkpoint's write varies; each is a failed job.
+    assert (effects + missing, duplicates, missing) == (10, 0, failed)
+    assert counts(rows.row("before-request", handler=f"{AGENT}:send_resumed")) == (10, 0, 0, 0)
+
+
+def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab, stores):
+    rows = lab.run(
+        [f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"],
+        boundaries=["before-request", "after-effect"],
+        ops=10,
+        every=5,
+        env=stores,
+        paths=[ROOT],
+    )
+    naive, keyed = f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"
+    # The retry recovers the pending workflow: a step killed before its call runs once.
+    assert counts(rows.row("before-request", handler=naive)) == (10, 0, 0, 0)
+    # A step whose call took effect but which never returned has no recorded output: recovery runs it again.
+    assert counts(rows.row("after-effect", handler=naive)) == (12, 2, 0, 0)
+    assert counts(rows.row("after-effect", handler=keyed)) == (10, 0, 0, 0)
+    with pytest.raises(AssertionError) as failed:
+        rows.assert_exactly_once()
+    assert f"{naive} @ after-effect (kill): exactly-once: 2 ops duplicated" in str(failed.value)
+    assert f"{keyed} @" not in str(failed.value)
