@@ -92,17 +92,17 @@ def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab, stores):
     rows = lab.run(
         [f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"],
         boundaries=["before-request", "after-effect"],
-        ops=10,
-        every=5,
+        ops=6,
+        every=3,
         env=stores,
         paths=[ROOT],
     )
     naive, keyed = f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"
     # The retry recovers the pending workflow: a step killed before its call runs once.
-    assert counts(rows.row("before-request", handler=naive)) == (10, 0, 0, 0)
+    assert counts(rows.row("before-request", handler=naive)) == (6, 0, 0, 0)
     # A step whose call took effect but which never returned has no recorded output: recovery runs it again.
-    assert counts(rows.row("after-effect", handler=naive)) == (12, 2, 0, 0)
-    assert counts(rows.row("after-effect", handler=keyed)) == (10, 0, 0, 0)
+    assert counts(rows.row("after-effect", handler=naive)) == (8, 2, 0, 0)
+    assert counts(rows.row("after-effect", handler=keyed)) == (6, 0, 0, 0)
     with pytest.raises(AssertionError) as failed:
         rows.assert_exactly_once()
     assert f"{naive} @ after-effect (kill): exactly-once: 2 ops duplicated" in str(failed.value)
