@@ -22,16 +22,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
-from collections.abc import Callable
 from typing import Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Durability
 
 from examples.naive import post
 
-TOOL = "tool"
+TOOL = "tool"  # the node that makes the call
 
 
 class Thread(TypedDict, total=False):
@@ -55,32 +55,29 @@ def reply(state: Thread) -> Thread:
     return {"reply": f"sent {state['receipt']}"}
 
 
-def naive_tool(thread_id: str) -> Callable[[Thread], Thread]:
-    def tool(state: Thread) -> Thread:
-        return {"receipt": post(state["call"], idempotency_key=None)}
-
-    return tool
+def naive_tool(state: Thread) -> Thread:
+    return {"receipt": post(state["call"], idempotency_key=None)}
 
 
-def keyed_tool(thread_id: str) -> Callable[[Thread], Thread]:
+def keyed_tool(state: Thread, config: RunnableConfig) -> Thread:
     """The same call, keyed by the thread and the node: every resume of this node sends the same key."""
-
-    def tool(state: Thread) -> Thread:
-        return {"receipt": post(state["call"], idempotency_key=f"{thread_id}:{TOOL}")}
-
-    return tool
+    key = f"{config['configurable']['thread_id']}:{config['metadata']['langgraph_node']}"
+    return {"receipt": post(state["call"], idempotency_key=key)}
 
 
 def run(
     op_id: str,
     payload: dict[str, Any],
-    tool: Callable[[str], Callable[[Thread], Thread]],
+    keyed: bool,
     durability: Durability | None,
     ask_next: bool = True,
 ) -> str:
-    builder = StateGraph(Thread)
+    builder: StateGraph[Thread] = StateGraph(Thread)
     builder.add_node("agent", agent)
-    builder.add_node(TOOL, tool(op_id))
+    if keyed:
+        builder.add_node(TOOL, keyed_tool)
+    else:
+        builder.add_node(TOOL, naive_tool)
     builder.add_node("reply", reply)
     builder.add_edge(START, "agent")
     builder.add_edge("agent", TOOL)
@@ -106,21 +103,21 @@ def run(
 
 def send(op_id: str, payload: dict[str, Any]) -> str:
     """The naive tool, LangGraph's default durability."""
-    return run(op_id, payload, naive_tool, None)
+    return run(op_id, payload, False, None)
 
 
 def send_sync(op_id: str, payload: dict[str, Any]) -> str:
-    return run(op_id, payload, naive_tool, "sync")
+    return run(op_id, payload, False, "sync")
 
 
 def send_keyed(op_id: str, payload: dict[str, Any]) -> str:
-    return run(op_id, payload, keyed_tool, None)
+    return run(op_id, payload, True, None)
 
 
 def send_keyed_sync(op_id: str, payload: dict[str, Any]) -> str:
-    return run(op_id, payload, keyed_tool, "sync")
+    return run(op_id, payload, True, "sync")
 
 
 def send_resumed(op_id: str, payload: dict[str, Any]) -> str:
     """The naive tool, the default durability, and every thread with a checkpoint resumed."""
-    return run(op_id, payload, naive_tool, None, ask_next=False)
+    return run(op_id, payload, False, None, ask_next=False)
