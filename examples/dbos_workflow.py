@@ -1,4 +1,4 @@
-"""A DBOS workflow whose step sends the notification, on SQLite (`pip install 'testbed[dbos]'`).
+"""A DBOS workflow whose step sends the notification (`pip install 'testbed[dbos]'`).
 
 The workflow id is the op's identity. DBOS records each step's output when the
 step returns, and a workflow started again under its id returns its recorded
@@ -27,9 +27,11 @@ from dbos import DBOS, SetWorkflowID
 from examples.naive import post
 
 
-def database_path() -> str:
-    """DBOS's system database: `DBOS_DB`, or one file in the temp dir (op ids never repeat)."""
-    return os.environ.get("DBOS_DB") or os.path.join(tempfile.gettempdir(), "testbed-dbos.sqlite3")
+def database_url() -> str:
+    """DBOS's system database: `DBOS_SYSTEM_DATABASE_URL` (SQLite or PostgreSQL), or one SQLite
+    file in the temp dir (op ids never repeat)."""
+    default = os.path.join(tempfile.gettempdir(), "testbed-dbos.sqlite3")
+    return os.environ.get("DBOS_SYSTEM_DATABASE_URL") or f"sqlite:///{default}"
 
 
 @DBOS.step()
@@ -57,7 +59,7 @@ def run(op_id: str, workflow: Any, payload: dict[str, Any]) -> str:
     DBOS(
         config={
             "name": "testbed-example",
-            "system_database_url": f"sqlite:///{database_path()}",
+            "system_database_url": database_url(),
             "executor_id": op_id,
             "application_version": op_id,
             # On SQLite DBOS polls for notifications; `destroy` waits out one poll (1 s by default).

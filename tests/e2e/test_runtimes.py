@@ -12,6 +12,7 @@ import pytest
 from testbed.infra.stack import StackOptions
 from testbed.lab import session, userjobs
 from testbed.plugin import Lab, _claim_rq_prefix
+from tests.support.postgres import private_postgres
 from workers.target import USER_JOBS_ENV, jobs_env
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +43,10 @@ def lab() -> Iterator[Lab]:
 @pytest.fixture
 def stores(tmp_path) -> dict[str, str]:
     """The runtimes' own databases, private to the test."""
-    return {"LANGGRAPH_DB": str(tmp_path / "checkpoints.sqlite3"), "DBOS_DB": str(tmp_path / "dbos.sqlite3")}
+    return {
+        "LANGGRAPH_DB": str(tmp_path / "checkpoints.sqlite3"),
+        "DBOS_SYSTEM_DATABASE_URL": f"sqlite:///{tmp_path / 'dbos.sqlite3'}",
+    }
 
 
 def counts(row) -> tuple[int, int, int, int]:
@@ -88,22 +92,32 @@ def test_the_default_durability_leaves_the_snapshot_behind_the_tool_node(lab, st
     assert counts(rows.row("before-request", handler=f"{AGENT}:send_resumed")) == (10, 0, 0, 0)
 
 
-def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab, stores):
-    rows = lab.run(
-        [f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"],
-        boundaries=["before-request", "after-effect"],
-        ops=6,
-        every=3,
-        env=stores,
-        paths=[ROOT],
+def dbos_rows(lab: Lab, env: dict[str, str], boundaries: list[str]):
+    return lab.run(
+        [f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"], boundaries=boundaries, ops=6, every=3, env=env, paths=[ROOT]
     )
+
+
+def assert_the_naive_step_alone_duplicates(rows) -> None:
+    """A step whose call took effect but which never returned has no recorded output: recovery
+    runs it again. The key derived from the workflow and the step is the same on every run."""
     naive, keyed = f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"
-    # The retry recovers the pending workflow: a step killed before its call runs once.
-    assert counts(rows.row("before-request", handler=naive)) == (6, 0, 0, 0)
-    # A step whose call took effect but which never returned has no recorded output: recovery runs it again.
     assert counts(rows.row("after-effect", handler=naive)) == (8, 2, 0, 0)
     assert counts(rows.row("after-effect", handler=keyed)) == (6, 0, 0, 0)
     with pytest.raises(AssertionError) as failed:
         rows.assert_exactly_once()
     assert f"{naive} @ after-effect (kill): exactly-once: 2 ops duplicated" in str(failed.value)
     assert f"{keyed} @" not in str(failed.value)
+
+
+def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab, stores):
+    rows = dbos_rows(lab, stores, ["before-request", "after-effect"])
+    # The retry recovers the pending workflow: a step killed before its call runs once.
+    assert counts(rows.row("before-request", handler=f"{WORKFLOW}:send")) == (6, 0, 0, 0)
+    assert_the_naive_step_alone_duplicates(rows)
+
+
+def test_dbos_on_postgresql_the_same(lab):
+    with private_postgres() as url:
+        rows = dbos_rows(lab, {"DBOS_SYSTEM_DATABASE_URL": url}, ["after-effect"])
+    assert_the_naive_step_alone_duplicates(rows)
