@@ -1,19 +1,15 @@
 """Agent runtimes that really run the tool call, under the lab's kills through the pytest plugin:
-a LangGraph agent with a SQLite checkpointer and a DBOS workflow on SQLite (examples/)."""
+a LangGraph agent with a SQLite checkpointer, a DBOS workflow on SQLite and PostgreSQL (examples/)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testbed.infra.stack import StackOptions
-from testbed.lab import session, userjobs
-from testbed.plugin import Lab, _claim_rq_prefix
+from testbed.plugin import Lab, started_lab
 from tests.support.postgres import private_postgres
-from workers.target import USER_JOBS_ENV, jobs_env
 
 pytestmark = pytest.mark.e2e
 
@@ -24,20 +20,11 @@ WORKFLOW = "examples.dbos_workflow"
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    """The plugin's lab, with workers that preload the runtimes, as `testbed chaos --handler`'s
-    do: a work-horse that imported LangGraph or DBOS for every job would take seconds a job.
-    This module's own (a private Redis, provider and workers): the session's lab preloads nothing."""
-    libraries = userjobs.check([f"{AGENT}:send", f"{WORKFLOW}:send"], [ROOT], {}, userjobs.IMPORT_TIMEOUT)
-    before = os.environ.get(USER_JOBS_ENV)
-    os.environ[USER_JOBS_ENV] = jobs_env(libraries)
-    try:
-        with session.started_stack(_claim_rq_prefix(), StackOptions(workers=2)) as stack:
-            yield Lab(stack)
-    finally:
-        if before is None:
-            os.environ.pop(USER_JOBS_ENV, None)
-        else:
-            os.environ[USER_JOBS_ENV] = before
+    """A lab whose workers preload the runtimes, as `testbed chaos --handler`'s do: a work-horse
+    that imported LangGraph or DBOS for every job would take seconds a job. This module's own:
+    the session's lab preloads no handler's libraries."""
+    with started_lab(preload=[f"{AGENT}:send", f"{WORKFLOW}:send"], paths=[ROOT], workers=2) as started:
+        yield started
 
 
 @pytest.fixture
