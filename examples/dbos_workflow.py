@@ -13,7 +13,10 @@ runs in its own process (the work-horses of other ops share the database).
 
 What DBOS cannot do is record a step that was made but never returned: the
 recovery runs the step again. `send_keyed` sends a key derived from the
-workflow and the step, so the provider applies the step once.
+workflow and the step, so the provider applies the step once. A step that
+raises (its call timed out) ends the workflow with that error, recorded: the
+queue's retry gets the error back. `send_keyed_retried` lets DBOS retry the
+step inside the workflow instead.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ def notify_keyed(payload: dict[str, Any]) -> str:
     return post(payload, idempotency_key=f"{DBOS.workflow_id}:{DBOS.step_id}")
 
 
+@DBOS.step(retries_allowed=True, interval_seconds=0.1)
+def notify_keyed_retried(payload: dict[str, Any]) -> str:
+    """Keyed, and retried by DBOS inside the workflow when the call raises (3 attempts)."""
+    return post(payload, idempotency_key=f"{DBOS.workflow_id}:{DBOS.step_id}")
+
+
 @DBOS.workflow()
 def naive_workflow(payload: dict[str, Any]) -> str:
     return notify(payload)
@@ -53,6 +62,11 @@ def naive_workflow(payload: dict[str, Any]) -> str:
 @DBOS.workflow()
 def keyed_workflow(payload: dict[str, Any]) -> str:
     return notify_keyed(payload)
+
+
+@DBOS.workflow()
+def keyed_retried_workflow(payload: dict[str, Any]) -> str:
+    return notify_keyed_retried(payload)
 
 
 def run(op_id: str, workflow: Any, payload: dict[str, Any]) -> str:
@@ -80,3 +94,7 @@ def send(op_id: str, payload: dict[str, Any]) -> str:
 
 def send_keyed(op_id: str, payload: dict[str, Any]) -> str:
     return run(op_id, keyed_workflow, payload)
+
+
+def send_keyed_retried(op_id: str, payload: dict[str, Any]) -> str:
+    return run(op_id, keyed_retried_workflow, payload)

@@ -108,3 +108,15 @@ def test_dbos_on_postgresql_the_same(lab):
     with private_postgres() as url:
         rows = dbos_rows(lab, {"DBOS_SYSTEM_DATABASE_URL": url}, ["after-effect"])
     assert_the_naive_step_alone_duplicates(rows)
+
+
+def test_a_dbos_step_that_raises_ends_its_workflow_for_good_unless_dbos_retries_it(lab, stores):
+    """The call timed out before the effect: the step raises, DBOS records the workflow's error,
+    and the queue's retry gets that error back, key or no key: the op is lost. Retried by DBOS
+    inside the workflow, the step sends again with the same key."""
+    keyed, retried = f"{WORKFLOW}:send_keyed", f"{WORKFLOW}:send_keyed_retried"
+    rows = lab.run(
+        [keyed, retried], boundaries=["before-effect"], faults=["timeout"], ops=6, every=3, env=stores, paths=[ROOT]
+    )
+    assert counts(rows.row("before-effect", "timeout", handler=keyed)) == (4, 0, 2, 2)
+    assert counts(rows.row("before-effect", "timeout", handler=retried)) == (6, 0, 0, 0)
