@@ -14,10 +14,22 @@ crash schedules instead (`testbed explore`), and fails with the smallest one
 that breaks the promise. RQ reads its key prefix once, when it is first imported: the plugin
 sets the lab's prefix (`RQ_KEY_PREFIX`) as pytest starts, before the tests
 import anything.
+
+The session's workers start before any handler is known, so they preload no library of
+a handler's: each work-horse imports what its handler needs. For a heavy one (an agent
+runtime), `started_lab` gives a module-scoped fixture a lab of its own whose workers
+preload it, as `testbed chaos --handler`'s do:
+
+    @pytest.fixture(scope="module")
+    def lab():
+        with started_lab(preload=["myapp.agent:send"]) as lab:
+            yield lab
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,6 +45,7 @@ if TYPE_CHECKING:
     from testbed.judge.scorecard import Row
 
 _run_id: str | None = None
+_labs = itertools.count(1)  # the labs of the session, numbered as they start
 
 
 def _claim_rq_prefix() -> str:
@@ -117,8 +130,10 @@ class Rows(list["Row"]):
 class Lab:
     """The started stack; `run` runs cells on it, as `testbed chaos` does."""
 
-    def __init__(self, stack: Any) -> None:
+    def __init__(self, stack: Any, name: str = "") -> None:
         self.stack = stack
+        # Before its cells' ids: the session's labs share its run id, and ops' ids stay unique.
+        self.name = name
         self._runs = 0
 
     def run(
@@ -166,7 +181,7 @@ class Lab:
             promise=promise,
             paths=userjobs.prepare(handlers, paths, promise, env),
             env=dict(env or {}),
-            cell_prefix=f"r{self._runs}c",
+            cell_prefix=f"{self.name}r{self._runs}c",
         )
 
         def judged(index: int, total: int, row: Row) -> None:
@@ -221,7 +236,7 @@ class Lab:
         settings = TrialSettings(retries, seed or 0, promise, client_timeout, cell_timeout, prepared, dict(env or {}))
         targets = targets_of(names, handlers)
         search = Search(targets, tuple(scenarios), ops, budget, seconds, seed, parallel, confirm=confirm)
-        done = explore(Trials(self.stack, settings, prefix=f"x{self._runs}e"), search)
+        done = explore(Trials(self.stack, settings, prefix=f"{self.name}x{self._runs}e"), search)
         found = done.counterexample
         if found is not None:
             what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
@@ -237,17 +252,28 @@ class Lab:
         return done
 
 
-@pytest.fixture(scope="session")
-def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
-    """The lab's stack, started once for the session."""
+@contextlib.contextmanager
+def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers: int = 4) -> Iterator[Lab]:
+    """A lab of its own (a private Redis, the provider, `workers` RQ workers), stopped, with
+    everything it started, on leaving. Its workers preload the installed libraries the
+    `preload` handlers import (found as `testbed chaos --handler` finds them, in a process
+    of their own; never the handlers' own code)."""
     from testbed.infra.stack import StackOptions
-    from testbed.lab import session
+    from testbed.lab import session, userjobs
     from workers.target import USER_JOBS_ENV, jobs_env
 
     run_id = _claim_rq_prefix()
-    # The workers preload the user-job wrapper and the HTTP clients it instruments (the
-    # handlers are not known yet: each work-horse imports its handler and what it needs).
+    # What the workers preload as they start: the user-job wrapper and the HTTP clients it
+    # instruments, and the libraries the handlers import (prepare checks them and adds those).
     os.environ[USER_JOBS_ENV] = jobs_env([])
-    workers = pytestconfig.getoption("testbed_workers", default=4)
+    userjobs.prepare(preload, paths)
+    number = next(_labs)
     with session.started_stack(run_id, StackOptions(workers=workers)) as stack:
-        yield Lab(stack)
+        yield Lab(stack, "" if number == 1 else f"l{number}")
+
+
+@pytest.fixture(scope="session")
+def lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
+    """The lab's stack, started once for the session."""
+    with started_lab(workers=pytestconfig.getoption("testbed_workers", default=4)) as started:
+        yield started

@@ -55,8 +55,13 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         # Its bus is connected, and redis-py imported, by the first armed request (provider.holds);
         # it checks requests with shapes of its own (provider.shapes), no validation framework.
         ("import provider.__main__, provider.server", {"redis", "fastapi", "starlette", "uvicorn", "pydantic"}),
+        # The agent runtimes of the worked examples are optional extras: only a handler imports them.
+        (
+            "import testbed.cli.app, testbed.plugin, testbed.lab.session, workers.userjob",
+            {"langgraph", "langchain_core", "dbos"},
+        ),
     ],
-    ids=["command line", "provider"],
+    ids=["command line", "provider", "agent runtimes"],
 )
 def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
     """redis-py's import costs 70 to 100 ms of CPU, rich's about 40, importlib.metadata's
