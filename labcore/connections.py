@@ -20,16 +20,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import redis
 
+from labcore.bounds import PAUSE_BOUND
+
 try:
     from redis import DriverInfo
 except ImportError:  # a redis-py without it reads its version once, at import (a default argument)
     DriverInfo = None  # type: ignore[assignment, misc]
-
-# How long a lab client waits for one reply. A paused Redis (a VM's stolen time, a
-# loaded CI runner) is not a fault: it is waited out this long, where redis-py's own
-# default (5 s) would fail the call. A Redis gone for good is seen at once, by a
-# closed connection and by the run's watch on its process.
-PAUSE_BOUND = 60.0  # seconds
 
 # What a connection that names itself is given (DriverInfo resolves what it is not).
 _NAMING = frozenset({"driver_info", "lib_name", "lib_version"})
@@ -44,7 +40,9 @@ def name(settings: MutableMapping[str, Any]) -> None:
 
 def from_url(url: str, **settings: Any) -> redis.Redis:
     """`redis.Redis.from_url`, its connections named as `name` does, waiting up to
-    PAUSE_BOUND for a reply unless the settings say otherwise."""
+    PAUSE_BOUND for a reply unless the settings say otherwise: a paused Redis is waited
+    out, where redis-py's own default (5 s) would fail the call. A Redis gone for good
+    is seen at once, by a closed connection and by the run's watch on its process."""
     name(settings)
     settings.setdefault("socket_timeout", PAUSE_BOUND)
     return redis.Redis.from_url(url, **settings)

@@ -26,3 +26,17 @@ def last_line(log: Path) -> str:
     except OSError:
         return "(no log)"
     return lines[-1][:200] if lines else "(no output)"
+
+
+def stopped(parts: dict[str, int | None]) -> list[str]:
+    """The parts (name: pid) stopped by a signal (SIGSTOP, a debugger), neither running nor dead."""
+    import psutil
+
+    names = []
+    for name, pid in parts.items():
+        try:
+            if pid is not None and psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                names.append(f"{name} (pid {pid})")
+        except psutil.Error:
+            continue
+    return names

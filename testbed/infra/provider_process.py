@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_path, unix_url
 from labcore.procs import spawn
@@ -149,7 +150,7 @@ class ProviderAdmin:
     """The controller's handle on the provider: contracts, and the nemesis's levers."""
 
     def __init__(self, url: str, token: str | None) -> None:
-        self._http = provider_client(url, token, timeout=10.0)
+        self._http = provider_client(url, token, timeout=PAUSE_BOUND)
 
     def close(self) -> None:
         self._http.close()

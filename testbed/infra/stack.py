@@ -22,6 +22,7 @@ from labcore.procs import stop_all
 from provider.store import LogReader, ReferenceRecord
 from testbed.errors import SetupError
 from testbed.infra import leftovers
+from testbed.infra.parts import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
 from testbed.infra.supervisor import Supervisor, WorkerSettings
@@ -119,6 +120,10 @@ class RunStack(ABC):
     def check(self) -> None:
         """Every part still alive, or a PartDied naming the one that is not."""
 
+    def paused(self) -> list[str]:
+        """The parts on this machine that a signal stopped (another host's are not seen)."""
+        return []
+
     @abstractmethod
     def stop_services(self) -> None:
         """The parts that serve the run stopped (the provider's log is whole after this)."""
@@ -214,6 +219,12 @@ class Stack(RunStack):
         self.supervisor.check()
         if self._ownership is not None:
             self._ownership.beat()
+
+    def paused(self) -> list[str]:
+        parts = {"the private redis-server": None if self._private is None else self._private.pid}
+        parts["the provider"] = self.provider.pid
+        parts |= {f"worker {w.name}": w.pid for w in self.supervisor.workers.values() if not w.killed}
+        return stopped(parts)
 
     def stop_services(self) -> None:
         """Workers and provider (they do not need each other to shut down: together), then the zygote."""

@@ -169,7 +169,8 @@ class CellRunner:
         except FAILED_CALL as exc:
             # A part that died shows first as a failed call: name the part if one died.
             name_a_dead_part(self.stack.check)
-            raise RunFailure(f"the run lost {_part_of(exc)}: {type(exc).__name__}: {exc}") from None
+            lost = f"the run lost {_part_of(exc)}: {type(exc).__name__}: {exc}"
+            raise RunFailure(lost + _paused(self.stack)) from None
         return [self.rows[i] for i in sorted(self.rows)]
 
     def _run(self, cells: list[Cell]) -> None:
@@ -276,7 +277,7 @@ class CellRunner:
                 done.append(r)
             elif time.monotonic() - r.started > o.cell_timeout:
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
-                raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over)")
+                raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over){_paused(s)}")
         if done:  # what the finished jobs reported must reach the controller first
             for message in s.bus.queued():
                 self.controller.handle(message)
@@ -388,6 +389,12 @@ def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
 def _held_ops(cell: Cell) -> int:
     """A matrix cell's faulted ops are spread (every tenth), not held all at once."""
     return 0 if cell.schedule is None else len(cell.schedule.held)
+
+
+def _paused(stack: RunStack) -> str:
+    """Why a part did not answer within its bound, if a signal stopped it."""
+    paused = stack.paused()
+    return f"; {', '.join(paused)} stopped by a signal" if paused else ""
 
 
 def _part_of(failed: BaseException) -> str:

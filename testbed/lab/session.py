@@ -131,7 +131,7 @@ def redis_failures() -> Iterator[None]:
         errors = sys.modules.get("redis.exceptions")
         if errors is None or not isinstance(exc, errors.RedisError):
             raise
-        from labcore.connections import PAUSE_BOUND
+        from labcore.bounds import PAUSE_BOUND
 
         raise RunFailure(
             f"the run's Redis did not answer ({exc}): gone, or paused or overloaded for over {PAUSE_BOUND:.0f} s"

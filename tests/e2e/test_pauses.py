@@ -8,6 +8,7 @@ without a pause would have it, and nothing is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,4 +76,24 @@ def test_a_part_paused_for_10_s_changes_no_cell(which: Callable[[psutil.Process]
     key, retry = ran.row("provider-key", "after-effect"), ran.row("retry-only", "after-effect")
     assert (key["effects"], key["duplicateEffects"], key["missingOperations"]) == (600, 0, 0), key
     assert (retry["effects"], retry["duplicateEffects"]) == (660, 60), retry
+    assert_left_nothing(ran)
+
+
+def test_a_part_paused_past_the_cell_timeout_is_named(tmp_path: Path) -> None:
+    """The bound on a pause is the cell's timeout (--cell-timeout): past it the run
+    stops with exit 3 and names the part a signal stopped, never a verdict."""
+    proc, _, _ = start_testbed([*CELLS, "--cell-timeout", "5"], tmp_path)
+    try:
+        part = _part(proc.pid, _provider)
+        time.sleep(1.0)
+        part.suspend()
+        ran = finish(proc, tmp_path, timeout=120)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            part.resume()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert ran.code == 3, ran.stdout + ran.stderr
+    assert f"the provider (pid {part.pid}) stopped by a signal" in ran.stderr, ran.stderr
     assert_left_nothing(ran)

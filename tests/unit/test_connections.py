@@ -6,6 +6,7 @@ import pytest
 import redis
 
 from labcore import connections
+from labcore.bounds import PAUSE_BOUND
 
 if not hasattr(redis, "DriverInfo"):  # an older redis-py reads its version once, at import
     pytest.skip("this redis-py has no DriverInfo", allow_module_level=True)
@@ -39,10 +40,10 @@ def test_a_client_that_names_itself_keeps_its_name() -> None:
 def test_a_url_for_rq_asks_for_the_pause_bound_unless_it_names_a_timeout() -> None:
     url = connections.waiting_url("unix://:pw@/run/redis.sock?db=0")
     kwargs = redis.Redis.from_url(url).connection_pool.connection_kwargs
-    assert (kwargs["socket_timeout"], kwargs["db"], kwargs["password"]) == (connections.PAUSE_BOUND, 0, "pw")
+    assert (kwargs["socket_timeout"], kwargs["db"], kwargs["password"]) == (PAUSE_BOUND, 0, "pw")
     assert connections.waiting_url("redis://h:1/0?socket_timeout=3") == "redis://h:1/0?socket_timeout=3"
 
 
 def test_a_lab_client_waits_out_a_pause_longer_than_redis_pys_default() -> None:
     kwargs = connections.from_url("redis://127.0.0.1:1/0").connection_pool.connection_kwargs
-    assert kwargs["socket_timeout"] == connections.PAUSE_BOUND > 5
+    assert kwargs["socket_timeout"] == PAUSE_BOUND > 5
