@@ -117,13 +117,21 @@ class Worker(RQWorker):
         horses.cap_output(self._logs)
         if left and job.func_name in (HANDLER, USER_JOB):
             self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
-        if status == 0 and job.func_name == USER_JOB and job.get_status(refresh=True) == JobStatus.STARTED:
+        if status == 0 and job.func_name == USER_JOB and self._still_mine(job):
             status = _DIED
         if self._keeps_connection:
             from workers import client
 
             client.horse_ended(clean=status == 0)
         return status
+
+
+    def _still_mine(self, job: Any) -> bool:
+        """The job is still started by this worker: its work-horse exited without ending it.
+        Its status alone does not say whose: a job that failed and was retried at once may
+        already be started again, by another worker, as this one reaps the horse."""
+        status, worker = self.connection.hmget(job.key, "status", "worker_name")
+        return status == JobStatus.STARTED.encode() and worker == self.name.encode()
 
 
 class _Listener(threading.Thread):
