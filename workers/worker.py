@@ -125,7 +125,6 @@ class Worker(RQWorker):
             client.horse_ended(clean=status == 0)
         return status
 
-
     def _still_mine(self, job: Any) -> bool:
         """The job is still started by this worker: its work-horse exited without ending it.
         Its status alone does not say whose: a job that failed and was retried at once may

@@ -14,9 +14,16 @@ import psutil
 import pytest
 import redis
 
+from labcore.boundaries import Boundary
+from labcore.bus import Bus
+from labcore.events import Hit
+from labcore.faults import Fault
+from labcore.ids import HitId
+from labcore.keys import RunKeys
 from labcore.procs import free_port, stop_all
 from provider.contract import Contract
 from provider.store import LogReader
+from provider.wire import CHAOS
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess, provider_client
 
 pytestmark = pytest.mark.e2e
@@ -187,25 +194,13 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     """At a run's end a held request may wait for a release that will never come: the
     provider's SIGTERM must stop it anyway, within its graceful second, and not
     wait until the run's grace runs out and a SIGKILL follows."""
-    from labcore.boundaries import Boundary
-    from labcore.bus import Bus
-    from labcore.events import Hit
-    from labcore.faults import Fault
-    from labcore.ids import HitId
-    from labcore.keys import RunKeys
-    from provider.wire import CHAOS
-
-    with a_runs_provider(tmp_path, private_redis_url, "held") as (process, proc):
-        hid = str(HitId("c001", 1, 1, Boundary.AFTER_EFFECT))
-        hit = Hit(hid, "c001", "op-1", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1", bus="testbed:held")
-        with provider_client(process.url, process.token, timeout=30) as http:
-            armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
-            held = threading.Thread(target=_send_quietly, args=(http, "/ledgers/held/effects", armed))
-            held.start()
-            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys("testbed:held"))
-            assert isinstance(bus.next(timeout=20), Hit)  # held: the provider waits for a release
-            stop_all([proc], grace=30)
-            held.join(30)
+    with (
+        a_runs_provider(tmp_path, private_redis_url, "held") as (process, proc),
+        provider_client(process.url, process.token, timeout=30) as http,
+    ):
+        held = _held(http, private_redis_url, "held", Boundary.AFTER_EFFECT, Fault.KILL)  # awaits a release
+        stop_all([proc], grace=30)
+        held.join(30)
     assert proc.returncode in (0, -15)  # not -SIGKILL: it stopped by itself
 
 
@@ -273,14 +268,6 @@ def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(privat
     """Between the planned crash's report and the kill, the provider accepts no new
     connection: another op's request waits in the backlog the lab holds and is answered
     by the restarted provider, instead of being turned away (a fault nobody planned)."""
-    from labcore.boundaries import Boundary
-    from labcore.bus import Bus
-    from labcore.events import Hit
-    from labcore.faults import Fault
-    from labcore.ids import HitId
-    from labcore.keys import RunKeys
-    from provider.wire import CHAOS
-
     process = ProviderProcess(workdir, private_redis_url, "testbed:doomed")
     process.launch()
     try:
@@ -288,14 +275,9 @@ def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(privat
         admin = ProviderAdmin(process.url, process.token)
         admin.put_ledger("doomed", Contract())
         admin.close()
-        hid = str(HitId("c001", 1, 1, Boundary.BEFORE_EFFECT))
-        hit = Hit(hid, "c001", "op-1", 1, Boundary.BEFORE_EFFECT, Fault.PROVIDER_CRASH, 1, "w1", bus="testbed:doomed")
         with provider_client(process.url, process.token, timeout=30) as armed_client:
-            armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
-            doomed = threading.Thread(target=_send_quietly, args=(armed_client, "/ledgers/doomed/effects", armed))
-            doomed.start()
-            bus = Bus(redis.Redis.from_url(private_redis_url), RunKeys("testbed:doomed"))
-            assert isinstance(bus.next(timeout=20), Hit)  # reported: the provider waits to be killed
+            # Reported: the provider waits to be killed.
+            doomed = _held(armed_client, private_redis_url, "doomed", Boundary.BEFORE_EFFECT, Fault.PROVIDER_CRASH)
 
             answers: list[int] = []
 
@@ -315,6 +297,17 @@ def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(privat
         assert LogReader(process.db).records("doomed", ["op-1", "op-2"])["op-2"].effects == 1
     finally:
         stop_all(process.release())
+
+
+def _held(http: httpx.Client, redis_url: str, ledger: str, boundary: Boundary, fault: Fault) -> threading.Thread:
+    """An armed request of op-1 on `ledger`, sent in a thread, once the provider has reported it held."""
+    hit = Hit(str(HitId("c001", 1, 1, boundary)), "c001", "op-1", 1, boundary, fault, 1, "w1", bus=f"testbed:{ledger}")
+    armed = {"json": BODY, "headers": {CHAOS: hit.header()}}
+    sending = threading.Thread(target=_send_quietly, args=(http, f"/ledgers/{ledger}/effects", armed))
+    sending.start()
+    bus = Bus(redis.Redis.from_url(redis_url), RunKeys(f"testbed:{ledger}"))
+    assert isinstance(bus.next(timeout=20), Hit)
+    return sending
 
 
 def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:
