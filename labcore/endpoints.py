@@ -6,6 +6,8 @@ the socket and speaks plain HTTP on it; any other URL is TCP as before.
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -27,3 +29,11 @@ def unix_path(url: str) -> str | None:
     # slashes (every path the lab makes) is read with a replace instead.
     plain = netloc.replace("%2F", "/")
     return plain if "%" not in plain else unquote(netloc)
+
+
+def unix_socket(path: Path) -> socket.socket:
+    """A unix socket bound at `path` that only its owner may connect to (not listening yet)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)
+    return sock

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import resource
 import signal
 import socket
@@ -32,6 +31,7 @@ from typing import Any
 
 from labcore.bus import Bus
 from labcore.collector import uncollected
+from labcore.endpoints import unix_socket
 from labcore.keys import RunKeys
 from labcore.prctl import die_with_parent
 from provider.buses import RunBuses
@@ -73,7 +73,7 @@ def serve(
         service = Service(store, Holds(connect, gate), gate, token)
     listening = list(sockets) or [_tcp_socket(host, port)]
     if uds is not None:
-        listening.append(_unix_socket(uds))
+        listening.append(unix_socket(uds))
     if announce is not None:
         where = " and ".join(_address(sock) for sock in listening)
         print(f"{announce}: serving {where} (log {db})", file=sys.stderr)
@@ -249,17 +249,4 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    return sock
-
-
-def _unix_socket(path: Path) -> socket.socket:
-    """Bound beside the path, then renamed over it: a restarted provider replaces
-    its predecessor's socket with no moment at which the path is missing."""
-    fresh = path.with_name(f"{path.name}.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        fresh.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(fresh))
-    os.chmod(fresh, 0o600)
-    os.replace(fresh, path)
     return sock

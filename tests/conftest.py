@@ -13,6 +13,7 @@ import redis
 
 import testbed.plugin
 from testbed.infra.redis_server import PrivateRedis
+from tests.support import namespaces
 from tests.support.helpers import Ran, run_testbed, start_testbed
 
 
@@ -91,3 +92,14 @@ def background_runs(request: pytest.FixtureRequest):
             proc.kill()
     for _, workdir in runs.values():
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[namespaces.Hosts]:
+    """Redis, the provider, the worker hosts and the lab, each in a network namespace of its
+    own (tests/support/namespaces.py), for one test module; skipped where namespaces cannot be made."""
+    reason = namespaces.why_not()
+    if reason:
+        pytest.skip(reason)
+    with namespaces.running(tmp_path_factory.mktemp("hosts")) as made:
+        yield made

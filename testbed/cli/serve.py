@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -41,7 +39,9 @@ def provider(
     """Run the provider on its own: an HTTP service with a durable effect log (its API: docs/reference/http-api.md)."""
     checks.finite("--port", port, 0, 65535)
     _check_db(db)
-    sock = _bind(host, port)
+    from testbed.infra.provider_process import bind
+
+    sock = bind(host, port)
     try:
         token = _provider_token(token_file, host)
     except SetupError:
@@ -63,30 +63,6 @@ def _check_db(db: Path) -> None:
                 conn.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"--db {db}: not an effect log ({exc})") from None
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound now: a bad address or a taken port is named before anything starts."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except socket.gaierror:
-        raise UsageError(f"--host {host}: not an address of this machine") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise SetupError(f"provider port {port} is already in use") from None
-        if exc.errno == errno.EADDRNOTAVAIL:
-            raise UsageError(f"--host {host}: not an address of this machine") from None
-        if exc.errno == errno.EACCES:
-            raise SetupError(f"no permission to bind {host}:{port}") from None
-        raise SetupError(f"cannot bind {host}:{port}: {exc.strerror}") from None
-    # Not listening yet: until the server starts, a client is refused (and tries again) rather than
-    # held in a queue no one serves.
-    return sock
 
 
 def _provider_token(token_file: Path | None, host: str) -> str | None:

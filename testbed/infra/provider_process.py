@@ -6,6 +6,7 @@ Redis URL reach it through its environment, never its command line.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -17,10 +18,10 @@ from urllib.parse import quote
 
 from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
-from labcore.endpoints import unix_path, unix_url
+from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
 from provider.contract import Contract
-from testbed.errors import RunFailure, SetupError
+from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.infra.parts import check_alive
 from testbed.infra.redis_server import socket_fits
 
@@ -57,7 +58,7 @@ class ProviderProcess:
     def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0) -> None:
         self.db = workdir / "provider.sqlite3"
         self.log = workdir / "provider.log"
-        self._sockets = [_listening_tcp(port)]
+        self._sockets = [_listening(bind("127.0.0.1", port))]
         self.port = self._sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = new_secret()
@@ -67,7 +68,7 @@ class ProviderProcess:
         self.job_url = self.url
         uds = workdir / "provider.sock"
         if socket_fits(uds):
-            self._sockets.append(_listening_unix(uds))
+            self._sockets.append(_listening(unix_socket(uds)))
             self.job_url = unix_url(uds)
         self._argv = [sys.executable, "-m", "provider", "--db", str(self.db)]
         for sock in self._sockets:
@@ -126,23 +127,32 @@ class ProviderProcess:
         return procs
 
 
-def _listening_tcp(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as exc:
-        sock.close()
-        raise SetupError(f"the provider cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+def _listening(sock: socket.socket) -> socket.socket:
     sock.listen(socket.SOMAXCONN)
     return sock
 
 
-def _listening_unix(path: Path) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
-    os.chmod(path, 0o600)  # the run's own processes only (its dir is private too)
-    sock.listen(socket.SOMAXCONN)
+def bind(host: str, port: int) -> socket.socket:
+    """A provider's TCP socket, bound now: a bad address or a taken port is named before anything starts."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror:
+        raise UsageError(f"--host {host}: not an address of this machine") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SetupError(f"provider port {port} is already in use") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--host {host}: not an address of this machine") from None
+        if exc.errno == errno.EACCES:
+            raise SetupError(f"no permission to bind {host}:{port}") from None
+        raise SetupError(f"cannot bind {host}:{port}: {exc.strerror}") from None
+    # Not listening yet: the caller says when a client may queue (`testbed provider` once it
+    # serves; a run at once, as it holds the socket across the provider's restarts).
     return sock
 
 

@@ -160,8 +160,7 @@ def run_cells(
 
     cells_runner = runner.CellRunner(stack, options, judged, tick, run_dir)
     try:
-        with redis_failures():
-            return Ran(cells_runner.run(options.cells))
+        return Ran(cells_runner.run(options.cells))  # a failed call of its own is a RunFailure
     except RunFailure as exc:
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]

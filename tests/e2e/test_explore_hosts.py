@@ -16,15 +16,6 @@ from tests.support import namespaces
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    reason = namespaces.why_not()
-    if reason:
-        pytest.skip(reason)
-    with namespaces.running(tmp_path_factory.mktemp("explore-hosts")) as made:
-        yield made
-
-
 def test_trials_run_on_both_hosts_and_provider_key_keeps_exactly_once(hosts):
     ran = hosts.lab("explore", "--hosts", "-s", "provider-key", "--budget", "20", "--seed", "13", "--no-store")
     assert ran.returncode == 0, hosts.failed(ran)

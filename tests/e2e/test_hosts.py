@@ -23,7 +23,7 @@ from testbed.experiment.scenarios import SCENARIOS
 from testbed.lab import results
 from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
 from testbed.report import html
-from tests.support import compose, namespaces
+from tests.support import compose
 from tests.support.dom import parse
 from tests.support.report_page import assert_cell_timeline, label_of
 
@@ -54,15 +54,6 @@ out["lookupAfter"] = httpx.get(purl + "/ledgers/" + ledger + "/effects/r1", head
 out["auditAfter"] = httpx.post(purl + "/ledgers/" + ledger + "/audit", json={"references": ["r1"]}, headers=auth).json()
 print(json.dumps(out))
 """
-
-
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory):
-    reason = namespaces.why_not()
-    if reason:
-        pytest.skip(reason)
-    with namespaces.running(tmp_path_factory.mktemp("hosts")) as made:
-        yield made
 
 
 @pytest.fixture(scope="module")
