@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from labcore.boundaries import ORDER, PROVIDER_SIDE, Boundary
 from labcore.choices import pick
+from labcore.delivery import Cause
 
 
 class Fault(StrEnum):
@@ -139,3 +140,11 @@ RULES: dict[Fault, FaultRule] = {
 
 def parse_fault(text: str) -> Fault:
     return pick("fault", text, {f.value: f for f in Fault})
+
+
+def cause_of(fault: Fault) -> Cause:
+    """How an attempt the fault strikes ends, as its queue sees it."""
+    rule = RULES[fault]
+    if rule.kills_worker:
+        return Cause.WORKER_LOST
+    return Cause.CHILD_LOST if rule.kills_horse else Cause.ERROR

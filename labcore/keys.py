@@ -56,6 +56,16 @@ class RunKeys:
         """A holding provider has carried out its release."""
         return f"{self.prefix}:acted:{hit}"
 
+    @property
+    def celery_ready(self) -> str:
+        """A Celery run's workers that are taking tasks, by name."""
+        return f"{self.prefix}:celery-ready"
+
+    @property
+    def celery_failed(self) -> str:
+        """The jobs Celery gave up on (FAILURE), by task id."""
+        return f"{self.prefix}:celery-failed"
+
     def cell(self, cell: str) -> CellKeys:
         return CellKeys(f"{self.prefix}:cell:{cell}")
 

@@ -15,7 +15,7 @@ from labcore.events import EventKind
 from labcore.payloads import fingerprint
 from workers import client
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, Wait, WriteMarker, attempt, drive
-from workers.instrument import open_attempt
+from workers.instrument import Job, open_attempt, rq_job
 from workers.ledger import Ledger
 from workers.strategies import STRATEGIES, KeyMode, Marker
 
@@ -38,8 +38,14 @@ class JobSpec:
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> str:
+    """RQ's job function."""
+    return run(rq_job(), spec, op, seq)
+
+
+def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
+    """One attempt of the op, in the queue's job `job`; what the flow concluded."""
     s = JobSpec(**spec)
-    opened = open_attempt(s.prefix, s.cell, op, seq, with_marker=True)
+    opened = open_attempt(job, s.prefix, s.cell, op, seq, with_marker=True)
     number, intent, raw_marker, probe = opened.number, opened.intent, opened.marker, opened.probe
     ledger = Ledger(opened.redis, opened.cell)
     strategy = STRATEGIES[s.strategy]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
-from rq import get_current_job
 
 from labcore import plan
 from labcore.boundaries import Boundary
@@ -29,6 +28,27 @@ from labcore.plan import Armed
 from labcore.prctl import die_with_parent
 from workers.batch import batch
 
+# The name of the worker a process runs for (set by the zygote as it forks the worker).
+WORKER_ENV = "TESTBED_WORKER"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What an attempt needs of the queue's job that runs it: the run's Redis, and when
+    the job was enqueued (its attempts' latency is measured from there)."""
+
+    redis: Redis
+    enqueued_at: float | None
+
+
+def rq_job() -> Job:
+    """The RQ job at hand in this work-horse."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    assert job is not None
+    return Job(job.connection, job.enqueued_at.timestamp() if job.enqueued_at else None)
+
 
 class ControllerAbsent(RuntimeError):
     """An armed boundary was reached and nobody acted on it."""
@@ -41,7 +61,7 @@ class Probe:
         self._op = op
         self._attempt = attempt
         self._pid = os.getpid()
-        self._worker = os.environ.get("RQ_WORKER_ID", "")
+        self._worker = os.environ.get(WORKER_ENV, "")
         self.watched = bool(armed)
         self._hits = {
             a.boundary: Hit(
@@ -132,13 +152,11 @@ class Opened:
     probe: Probe
 
 
-def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool) -> Opened:
+def open_attempt(job: Job, prefix: str, cell_id: str, op: str, seq: int, with_marker: bool) -> Opened:
     """Count the attempt and read what it needs in one round trip, then wait, if
     the plan says so, until the controller is done with the op's earlier faults."""
     die_with_parent(os.getppid())  # a work-horse whose worker was killed has no one to report to
-    job = get_current_job()
-    assert job is not None
-    redis = job.connection
+    redis = job.redis
     keys = RunKeys(prefix)
     cell = keys.cell(cell_id)
     intent = ("HGET", cell.ops, op)
@@ -146,7 +164,7 @@ def open_attempt(prefix: str, cell_id: str, op: str, seq: int, with_marker: bool
     count = ("HINCRBY", cell.attempts, op, 1)
     number, raw_plan, raw_intent, *marker = batch(redis, count, ("HGET", cell.plan, op), intent, *mark)
     probe = Probe(Bus(redis, keys), cell_id, op, seq, number, plan.decode(raw_plan))
-    if probe.begin(job.enqueued_at.timestamp() if job.enqueued_at else None):
+    if probe.begin(job.enqueued_at):
         # Settling may have changed the world (the scenario's new payload): what was read
         # before it is stale. Only attempts after a fault pay this round trip.
         raw_intent, *marker = batch(redis, intent, *mark)

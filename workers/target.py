@@ -1,8 +1,9 @@
 """A user's job function named as `package.module:function`, found the way `rq worker` finds one.
 
-    python -m workers.target SPEC... [--path DIR]...
+    python -m workers.target SPEC... [--path DIR]... [--celery-app APP]
 
-checks that each SPEC imports and names a callable, before a run starts
+checks that each SPEC imports and names a callable (with --celery-app: a task
+of that Celery app), before a run starts
 anything: one line on stderr with the cause, exit 2; otherwise it prints the
 installed libraries the handlers imported (JSON), for the workers to preload.
 The check runs in its own process, so the user's module is never imported
@@ -50,6 +51,15 @@ def add_paths(paths: Sequence[str]) -> None:
 
 
 def load(spec: str, paths: Sequence[str] = ()) -> Callable[..., Any]:
+    found = find(spec, paths)
+    if not callable(found):
+        _, name = split(spec)
+        raise TargetError(f"handler {spec}: {name} is not callable (it is a {type(found).__name__})")
+    return found
+
+
+def find(spec: str, paths: Sequence[str] = ()) -> Any:
+    """What `package.module:attribute` names, imported as a worker imports it."""
     module_name, name = split(spec)
     add_paths(paths)
     try:
@@ -62,9 +72,18 @@ def load(spec: str, paths: Sequence[str] = ()) -> Callable[..., Any]:
             found = getattr(found, part)
         except AttributeError:
             raise TargetError(f"handler {spec}: {module_name} has no attribute {name!r}") from None
-    if not callable(found):
-        raise TargetError(f"handler {spec}: {name} is not callable (it is a {type(found).__name__})")
     return found
+
+
+def celery_task(app_spec: str, spec: str, paths: Sequence[str] = ()) -> None:
+    """`app_spec` names a Celery app and `spec` one of its tasks, or a TargetError says which does not."""
+    app = find(app_spec, paths)
+    if not callable(getattr(app, "worker_main", None)) or not hasattr(app, "tasks"):
+        raise TargetError(f"--celery-app {app_spec}: not a Celery app (it is a {type(app).__name__})")
+    task = load(spec, paths)
+    name = getattr(task, "name", None)
+    if name is None or name not in app.tasks:
+        raise TargetError(f"handler {spec}: not a task of the Celery app {app_spec}")
 
 
 def jobs_env(libraries: Sequence[str]) -> str:
@@ -109,10 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.target")
     parser.add_argument("specs", nargs="+")
     parser.add_argument("--path", action="append", default=[])
+    parser.add_argument("--celery-app", help="the app whose tasks the SPECs must be")
     args = parser.parse_args(argv)
     os.environ.setdefault(PROVIDER_ENV, PLACEHOLDER_URL)
+    paths = [os.path.abspath(p) for p in args.path]
     try:
-        libraries = libraries_loaded_by(args.specs, [os.path.abspath(p) for p in args.path])
+        libraries = libraries_loaded_by(args.specs, paths)
+        for spec in args.specs if args.celery_app else ():
+            celery_task(args.celery_app, spec, paths)
     except TargetError as exc:
         print(exc, file=sys.stderr)
         return 2

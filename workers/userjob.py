@@ -21,6 +21,7 @@ raised (RQ retries it, and in the end gives up on it).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import PROVIDER_ENV, Scope, base_url, sign, user_op_id
 from workers import http_probes, scope, target
 from workers.flow import Outcome, Result
-from workers.instrument import open_attempt
+from workers.instrument import Job, open_attempt, rq_job
 from workers.ledger import Ledger
 
 http_probes.install()
@@ -51,8 +52,15 @@ class UserJobSpec:
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
+    """RQ's job function."""
+    return run(rq_job(), spec, op, seq)
+
+
+def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..., Any] | None = None) -> Any:
+    """One attempt of the op, in the queue's job `job`: the user's function (the handler the
+    spec names, imported at the attempt's start, or `function`, a task of the user's own app)."""
     s = UserJobSpec(**spec)
-    opened = open_attempt(s.prefix, s.cell, op, seq, with_marker=False)
+    opened = open_attempt(job, s.prefix, s.cell, op, seq, with_marker=False)
     redis, cell, number, intent, probe = opened.redis, opened.cell, opened.number, opened.intent, opened.probe
     armed = probe.provider_hit()
     base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), s.secret))
@@ -67,9 +75,9 @@ def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
     with scope.running(attempt):
         try:
             attempt.at(Boundary.JOB_START)
-            function = target.load(s.handler, s.paths)
+            call = function or target.load(s.handler, s.paths)
             try:
-                value = function(user_op_id(s.ledger, op), intent.payload)
+                value = call(user_op_id(s.ledger, op), intent.payload)
             finally:
                 if awaits_timeout:
                     attempt.call_timed_out()

@@ -17,6 +17,7 @@ from typing import Annotated, Any, get_type_hints
 from typer import Option
 
 from labcore.boundaries import ORDER
+from labcore.delivery import Delivery
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
 from workers.strategies import STRATEGIES
@@ -114,6 +115,33 @@ class StackArgs:
         int, Option("--job-monitoring-interval", metavar="SECONDS", help="rq worker --job-monitoring-interval.")
     ] = 30
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
+    engine: Annotated[
+        str, Option("--engine", metavar="ENGINE", help="The queue the jobs run on: rq or celery (testbed[celery]).")
+    ] = "rq"
+    delivery: Annotated[
+        list[str] | None,
+        Option(
+            "--delivery",
+            metavar="SETTING",
+            help=f"Celery delivery setting (repeatable; default: all): {', '.join(Delivery)}.",
+        ),
+    ] = None
+    celery_app: Annotated[
+        str | None,
+        Option(
+            "--celery-app",
+            metavar="MODULE:APP",
+            help="Run --handler, a task of your Celery app, with its own options (implies --engine celery).",
+        ),
+    ] = None
+    visibility_timeout: Annotated[
+        int | None,
+        Option(
+            "--visibility-timeout",
+            metavar="SECONDS",
+            help="Celery: when the broker restores a killed worker's unacknowledged task (default: the app's, 3600).",
+        ),
+    ] = None
     # A stack the run does not start (testbed.cli.hosts): the hosts' workers and a provider on the network.
     hosts: Annotated[
         bool, Option("--hosts", help="Use the workers of the hosts registered with --redis-url (testbed host).")

@@ -3,7 +3,9 @@ input first, then one shared path runs it, keeps it and reports it."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +13,7 @@ from typing import Annotated, Any
 from typer import Option
 
 from labcore.boundaries import ORDER, parse_boundary
+from labcore.delivery import Engine
 from labcore.faults import Fault
 from labcore.plan import Random
 from labcore.procs import port_in_use
@@ -47,15 +50,17 @@ from testbed.experiment.selection import (
     with_handlers,
 )
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import WorkerSettings
+from testbed.infra.supervisor import CELERY_VISIBILITY, CeleryWorkers, WorkerSettings
 from testbed.lab import userjobs
 from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
 from testbed.lab.options import (
     RunOptions,
+    engine_cells,
     every_nth,
     load_schedule,
     matrix_cells,
+    parse_engine,
     refuse_untested,
     schedule_cells,
     scheduled,
@@ -85,17 +90,61 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, str]:
     return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), args.recovery
 
 
-def _cell_timeout(given: float | None, ops: int, cells: list[Cell], recovery: str, settings: WorkerSettings) -> float:
+def _cell_timeout(
+    given: float | None,
+    ops: int,
+    cells: list[Cell],
+    recovery: str,
+    settings: WorkerSettings,
+    celery: CeleryWorkers | None = None,
+) -> float:
     """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
     recovery of an abandoned job when it is left to RQ (its entry expires, then a
-    worker's maintenance has to come round)."""
+    worker's maintenance has to come round), or Celery's broker's restoring of a
+    killed worker's unacknowledged task (after the visibility timeout; the workers
+    look every 10 s)."""
     if given is not None:
         checks.finite("--cell-timeout", given, 1, 7 * 86_400)
         return given
     timeout = 120.0 + ops * 0.05
-    if recovery == "rq" and any(Fault.KILL_WORKER in c.faults for c in cells):
-        timeout += _rq_recovery_seconds(settings)[1] + 60
+    if any(Fault.KILL_WORKER in c.faults for c in cells):
+        if celery is not None:
+            timeout += (celery.visibility_timeout or CELERY_VISIBILITY) + 20
+        elif recovery == "rq":
+            timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout
+
+
+def on_engine(
+    args: StackArgs, stack: StackOptions, cells: list[Cell], retries: int, handlers: list[str], paths: Sequence[str]
+) -> tuple[StackOptions, list[Cell]]:
+    """The stack and cells for the engine asked for: as they are on RQ; on Celery, the stack's
+    workers Celery's and each cell once per delivery setting. A UsageError says why not."""
+    engine, deliveries = parse_engine(args.engine, args.delivery or [], args.celery_app)
+    if engine is Engine.RQ:
+        if args.visibility_timeout is not None:
+            raise UsageError("--visibility-timeout is a Celery setting: it needs --engine celery")
+        return stack, cells
+    if stack.remote is not None:
+        raise UsageError("--engine celery runs its workers on this machine: not with --hosts")
+    if args.recovery != Recovery.FORCED:
+        raise UsageError("--recovery is RQ's: on Celery a killed task comes back as its delivery settings say")
+    if args.visibility_timeout is not None:
+        checks.finite("--visibility-timeout", args.visibility_timeout, 1, 7 * 86_400)
+    task = None
+    if args.celery_app is not None:
+        if len(handlers) != 1 or any(c.handler is None for c in cells):
+            raise UsageError("--celery-app runs one --handler, a task of the app, and no built-in strategy (-s)")
+        task = handlers[0]
+    if importlib.util.find_spec("celery") is None:
+        raise SetupError("--engine celery needs Celery: pip install 'testbed[celery]'")
+    celery = CeleryWorkers(retries, args.visibility_timeout, args.celery_app, task, tuple(paths))
+    if args.celery_app is not None:
+        from workers.celery_app import overrides
+
+        set_by_lab = ", ".join(overrides("", "", args.visibility_timeout))
+        print(f"testbed: the run sets in {args.celery_app}'s configuration: {set_by_lab}", file=sys.stderr)
+    return replace(stack, celery=celery), engine_cells(cells, deliveries)
 
 
 def rq_recovery_note(settings: WorkerSettings) -> str:
@@ -208,7 +257,7 @@ def _run(
 
     stack = hosts.fit_stack(stack, cells)
     out.check()
-    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings)
+    timeout = _cell_timeout(cell_timeout, ops, cells, mode, stack.settings, stack.celery)
     if (note := estimate.confirm(yes)) is not None:
         print(f"testbed: {note}", file=sys.stderr)
     options = RunOptions(cells=cells, ops=ops, cell_timeout=timeout, recovery=Recovery(mode), **fields)
@@ -257,7 +306,12 @@ def _expectations(overrides: dict[Cell, dict[str, int]]) -> dict[str, list[int]]
 
 def shared_meta(stack_args: StackArgs) -> dict[str, Any]:
     redis = "shared" if stack_args.redis_url else "private"
-    return {"workers": stack_args.workers, "redis": redis}
+    meta: dict[str, Any] = {"workers": stack_args.workers, "redis": redis}
+    if stack_args.engine != Engine.RQ or stack_args.celery_app is not None:
+        meta["engine"] = Engine.CELERY.value
+        meta |= {"celeryApp": stack_args.celery_app} if stack_args.celery_app else {}
+        meta |= {"visibilityTimeout": stack_args.visibility_timeout} if stack_args.visibility_timeout else {}
+    return meta
 
 
 @app.command(
@@ -331,7 +385,10 @@ def chaos(
     refuse_untested(cells, every_nth(every), ops)
     overrides = parse_expect(expect, cells)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
+    paths = userjobs.prepare(
+        handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=stack_args.celery_app
+    )
+    stack, cells = on_engine(stack_args, stack, cells, retries, handlers, paths)
     from testbed.report import tables as report
 
     meta: dict[str, Any] = {"matrix": matrix}
@@ -422,7 +479,10 @@ def replay(
     checks.finite("--retries", retries, 1, 10)
     refuse_untested(cells, every_nth(every), ops)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
+    paths = userjobs.prepare(
+        handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=stack_args.celery_app
+    )
+    stack, cells = on_engine(stack_args, stack, cells, retries, handlers, paths)
     from testbed.report import timeline
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args)}
@@ -501,10 +561,13 @@ def load(
     checks.finite("--window", window, 100, 1_000_000)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     stack, mode = stack_options(stack_args)
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
+    paths = userjobs.prepare(
+        handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=stack_args.celery_app
+    )
     boundaries = tuple(b for b in where if b is not None)
     cells = [Cell(name, None, chosen[0], spread=kill_rate > 0) for name in names]
     cells += [Cell(h, None, chosen[0], spread=kill_rate > 0, handler=h) for h in handlers]
+    stack, cells = on_engine(stack_args, stack, cells, retries, handlers, paths)
     from testbed.report import tables as report
 
     meta = {"ops": ops, "killRate": kill_rate, **shared_meta(stack_args)}

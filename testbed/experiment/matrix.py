@@ -23,6 +23,8 @@ class Cell:
     handler: str | None = None
     # A trial of explore: its faults are the schedule's strikes (boundary and fault are not used).
     schedule: Schedule | None = None
+    # Celery's delivery settings the cell's task runs under (`labcore.delivery`); None: RQ's job.
+    delivery: str | None = None
 
     @classmethod
     def trial(cls, target: str, schedule: Schedule, handler: bool) -> Cell:
@@ -50,12 +52,13 @@ class Cell:
     @property
     def label(self) -> str:
         extra = "" if self.scenario == "none" else f", {self.scenario}"
+        runtime = "" if self.delivery is None else f"{self.delivery}: "
         if self.schedule is not None:
             ops, strikes = len(self.schedule.ops), len(self.schedule.strikes)
             shape = f"{ops} op{'s' * (ops != 1)}, {strikes} fault{'s' * (strikes != 1)}"
-            return f"{self.strategy} @ {SCHEDULE} ({shape}{extra})"
+            return f"{runtime}{self.strategy} @ {SCHEDULE} ({shape}{extra})"
         fault = f" ({self.fault}{extra})" if self.injected else ""
-        return f"{self.strategy} @ {self.where}{fault}"
+        return f"{runtime}{self.strategy} @ {self.where}{fault}"
 
 
 # Where a trial's faults strike: where its schedule says.

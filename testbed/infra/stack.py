@@ -24,8 +24,9 @@ from testbed.errors import SetupError
 from testbed.infra import leftovers
 from testbed.infra.parts import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
+from testbed.infra.queues import CeleryJobs, JobQueue, RQJobs
 from testbed.infra.redis_server import PrivateRedis
-from testbed.infra.supervisor import Supervisor, WorkerSettings
+from testbed.infra.supervisor import CeleryWorkers, Supervisor, WorkerSettings
 
 if TYPE_CHECKING:
     import redis as redis_lib
@@ -48,6 +49,7 @@ class StackOptions:
     settings: WorkerSettings = field(default_factory=WorkerSettings)
     keep: bool = False
     remote: RemoteOptions | None = None
+    celery: CeleryWorkers | None = None  # the workers are Celery's (--engine celery), not RQ's
 
 
 class ProviderEndpoint(Protocol):
@@ -124,6 +126,14 @@ class RunStack(ABC):
         """The parts on this machine that a signal stopped (another host's are not seen)."""
         return []
 
+    def job_queue(self, retries: int) -> JobQueue:
+        """Where the run's jobs go: RQ's queue (with `Retry(max=retries)`), or Celery's."""
+        if self.options.celery is None:
+            return RQJobs(self.redis, retries)
+        jobs = CeleryJobs(self.redis, self.redis_url, self.keys.prefix)
+        self._exit.callback(jobs.close)
+        return jobs
+
     @abstractmethod
     def stop_services(self) -> None:
         """The parts that serve the run stopped (the provider's log is whole after this)."""
@@ -190,7 +200,14 @@ class Stack(RunStack):
             self.redis_url = private.launch()
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(
-            self.workdir, self.redis_url, rq_prefix(self.keys.prefix), QUEUE, o.settings, self.provider.token
+            self.workdir,
+            self.redis_url,
+            rq_prefix(self.keys.prefix),
+            QUEUE,
+            o.settings,
+            self.provider.token,
+            celery=o.celery,
+            run_prefix=self.keys.prefix,
         )
         self._exit.callback(self.stop_services)
         # The provider reaches Redis only when it first reports to the bus, and the

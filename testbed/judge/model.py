@@ -17,7 +17,8 @@ from typing import Any
 
 from labcore.answers import Lookup, Reply, Seen, seen
 from labcore.boundaries import Boundary
-from labcore.faults import RULES, Fault, Release
+from labcore.delivery import Cause, Redelivery, redelivery
+from labcore.faults import RULES, Fault, Release, cause_of
 from labcore.ids import reminted_id
 from labcore.payloads import fingerprint
 from labcore.plan import Armed, Plan
@@ -67,8 +68,9 @@ def predict_ops(cell: Cell, plan: Plan, ops: int, retries: int) -> Iterator[tupl
     """Each op in order: (sequence number, facts of every op made for it, kills, faults)."""
     scenario = SCENARIOS[cell.scenario]
     strategy = STRATEGIES[cell.strategy]
+    policy = redelivery(cell.delivery, retries)
     for seq in range(1, ops + 1):
-        yield seq, *simulate_op(seq, plan.armed(seq), strategy, scenario, retries)
+        yield seq, *simulate_op(seq, plan.armed(seq), strategy, scenario, policy)
 
 
 def predict(cell: Cell, plan: Plan, ops: int, retries: int) -> Prediction:
@@ -282,9 +284,10 @@ class _Op:
 
 
 def simulate_op(
-    seq: int, armed: tuple[Armed, ...], strategy: Strategy, scenario: Scenario, retries: int
+    seq: int, armed: tuple[Armed, ...], strategy: Strategy, scenario: Scenario, policy: Redelivery
 ) -> tuple[list[OpFacts], int, int]:
-    """One logical action through all its attempts: (facts of every op made for it, kills, faults)."""
+    """One logical action through all its attempts, as long as the queue runs it again
+    (`policy`): (facts of every op made for it, kills, faults)."""
     made = make_op(seq, 0, declined=scenario.declines_faulted_ops and bool(armed))
     op = _Op(made.id, strategy, scenario, _Provider(scenario.contract), made.payload)
     by_attempt = {a.attempt: a for a in armed}
@@ -298,13 +301,17 @@ def simulate_op(
         op.attempt(None)
         op.release()
 
-    for number in range(1, retries + 2):
+    causes: list[Cause] = []
+    number = 0
+    while policy.again(causes):
+        number += 1
         try:
             result = op.attempt(by_attempt.get(number), duplicate if scenario.nemesis is Nemesis.DUPLICATE else None)
         except _Hit as hit:
             faults += 1
             rule = RULES[hit.armed.fault]
             kills += rule.kills
+            causes.append(cause_of(hit.armed.fault))
             if not rule.kills_horse:
                 # The work-horse lives on: its call failed, and its attempt's end is reported.
                 op.release(ended=number)

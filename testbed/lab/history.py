@@ -137,7 +137,8 @@ def cell_fields(cell: Cell) -> dict[str, str]:
         fault = "+".join(sorted(cell.faults)) or "none"
     else:
         fault = cell.fault.value if cell.injected else "none"
-    return {"strategy": cell.strategy, "boundary": cell.where, "fault": fault, "scenario": cell.scenario}
+    named = {"strategy": cell.strategy, "boundary": cell.where, "fault": fault, "scenario": cell.scenario}
+    return named if cell.delivery is None else named | {"delivery": cell.delivery}
 
 
 def noted_line(cell_id: str, op: str, entry: Noted) -> str:

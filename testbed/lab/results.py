@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_vali
 from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from labcore.boundaries import parse_boundary
+from labcore.delivery import APP, parse_delivery
 from labcore.faults import Fault
 from labcore.schedule import Schedule, ScheduleError
 from testbed.errors import UsageError
@@ -128,6 +130,9 @@ class ResultRow(Record):
         description="The fault armed (kill, kill-worker, timeout, late, provider-crash, partition); none for a control."
     )
     scenario: str
+    delivery: str | None = Field(
+        None, description="Celery's delivery settings the cell's task ran under (--engine celery); absent on RQ."
+    )
     workers: int = Field(description="RQ worker processes.")
     faults: int = Field(0, description="Armed boundaries reached.")
     lookups: int = Field(0, description="Lookups of an op's reference at the provider.")
@@ -178,6 +183,8 @@ class ResultRow(Record):
         """A cell the lab can judge again: a file altered to name another is refused as it is read."""
         self.as_cell()  # ValueError for a boundary or fault the lab does not know
         parse_scenario(self.scenario)
+        if self.delivery not in (None, APP):
+            parse_delivery(self.delivery)
         return self
 
     @property
@@ -189,15 +196,15 @@ class ResultRow(Record):
         handler = self.strategy not in STRATEGIES  # a user's job, named as given
         if self.schedule is not None:
             try:
-                return Cell.trial(self.strategy, Schedule.from_json(self.schedule), handler)
+                trial = Cell.trial(self.strategy, Schedule.from_json(self.schedule), handler)
+                return replace(trial, delivery=self.delivery)
             except ScheduleError as exc:
                 raise UsageError(f"row {self.strategy} @ schedule: {exc}") from None
         spread = self.boundary == "random"
         boundary = None if spread else parse_boundary(self.boundary)
         fault = Fault.KILL if self.fault == "none" else Fault(self.fault)
-        return Cell(
-            self.strategy, boundary, fault, self.scenario, spread=spread, handler=self.strategy if handler else None
-        )
+        handled = self.strategy if handler else None
+        return Cell(self.strategy, boundary, fault, self.scenario, spread, handled, delivery=self.delivery)
 
     def counts(self) -> dict[str, int]:
         """Every count the row carries, by its name in the file, in the file's order."""
@@ -233,6 +240,11 @@ class GivenOptions(Record):
     parallel: int | None = Field(None, description="Cells in flight at once.")
     workers: int | None = None
     redis: Literal["private", "shared"] | None = None
+    engine: Literal["celery"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
+    celery_app: str | None = Field(None, description="The user's Celery app whose task ran (--celery-app).")
+    visibility_timeout: int | None = Field(
+        None, description="Celery: seconds before the broker restored a killed worker's unacknowledged task."
+    )
     handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
     promise: str | None = Field(None, description="What users' jobs are judged against.")
     kill_rate: float | None = Field(None, description="load: the chance that an attempt (not the last) is killed.")
@@ -387,6 +399,7 @@ def row_json(row: Row) -> dict[str, Any]:
         "skippedWithoutEffect": c.skipped_without_effect,
         "fault": cell["fault"],
         "scenario": cell["scenario"],
+        **({"delivery": cell["delivery"]} if "delivery" in cell else {}),
         "workers": row.workers,
         "faults": row.faults,
     }

@@ -13,16 +13,14 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import cast
 
 import httpx
 import redis as redis_lib
-from rq import Queue, Retry
-from rq.queue import EnqueueData
 
 from labcore import plan as plans
 from labcore.bus import Wake
 from labcore.credentials import new_secret
+from labcore.delivery import APP, APP_TASK, Delivery, task_name
 from labcore.events import Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind, op_id
@@ -31,7 +29,9 @@ from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
+from testbed.infra.queues import JobRequest
 from testbed.infra.stack import RunStack
+from testbed.infra.supervisor import CeleryWorkers
 from testbed.judge.checker import OpFacts
 from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
@@ -48,13 +48,6 @@ from testbed.nemesis.world import World
 from workers.handler import JobSpec
 from workers.worker import HANDLER as JOB_FUNCTION
 
-JOB_TIMEOUT = 180
-# Long enough to read a failed job's record during and after the run.
-FAILURE_TTL = 24 * 3600
-# Not 0: with rq 3.0.0, a job that RQ's own cleanup requeued after its worker
-# died is marked failed after it succeeds if results are deleted at once (its
-# dead execution's record has expired; deleting the job looks it up and raises).
-RESULT_TTL = 60
 POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
 CHUNK = 1000
@@ -109,7 +102,7 @@ class _Running:
     keys: CellKeys
     ledger: str
     plan: plans.Plan
-    function: str  # the RQ job function
+    function: str  # the queue's: an RQ job function, a Celery task
     spec: dict[str, object]
     started: float
     ops: int  # the cell's: the run's --ops, or its schedule's
@@ -142,22 +135,21 @@ class CellRunner:
         self.judged = judged
         self.tick = tick
         self.run_dir = run_dir
-        self.queue = Queue(QUEUE, connection=stack.redis)
+        self.queue = stack.job_queue(options.retries)
         recover = functools.partial(force_recovery, stack.redis, QUEUE)
         self.controller = Controller(
             stack.bus,
             killer_for(stack),
             World(stack.redis, stack.admin, self._enqueue_extra),
-            recover if options.recovery is Recovery.FORCED else None,
+            recover if options.recovery is Recovery.FORCED and stack.options.celery is None else None,
             options.history,
             watch=stack.check,
         )
         self._running: dict[str, _Running] = {}
         self.rows: dict[int, Row] = {}
-        # Jobs RQ gave up on; their ids start with their cell's id. Read again when the registry grows.
-        self._failed_key = self.queue.failed_job_registry.key
+        # Jobs the queue gave up on; their ids start with their cell's id. Read again when there are more.
         self._failed: set[str] = set()
-        self._failed_count = stack.redis.zcard(self._failed_key)
+        self._failed_count = 0
         # Signs users' jobs' scoped provider URLs.
         self._secret = new_secret()
 
@@ -235,9 +227,8 @@ class CellRunner:
             poll_interval=POLL_INTERVAL,
             provider_crashes=_crashes_provider(cell),
         )
-        function, spec = JOB_FUNCTION, asdict(builtin)
+        function, spec = _function(cell, self.stack.options.celery), asdict(builtin)
         if cell.handler is not None:
-            function = userjobs.FUNCTION
             spec = userjobs.job_spec(
                 s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
             )
@@ -265,10 +256,10 @@ class CellRunner:
         with s.redis.pipeline(transaction=False) as pipe:
             for r in cells:
                 pipe.get(r.keys.ended)
-            pipe.zcard(self._failed_key)
+            self.queue.count_failed(pipe)
             *ended, failed_count = pipe.execute()
         if failed_count != self._failed_count:
-            self._failed = {cast(bytes, f).decode() for f in s.redis.zrange(self._failed_key, 0, -1)}
+            self._failed = self.queue.failed()
             self._failed_count = failed_count
         done = []
         for r, count in zip(cells, ended, strict=True):
@@ -288,7 +279,7 @@ class CellRunner:
         window = self.options.window
         if window is None:
             return
-        backlog = self.queue.count
+        backlog = self.queue.backlog()
         for r in self._running.values():
             room = window - backlog
             if room >= CHUNK // 2 and r.enqueued < r.ops:
@@ -344,29 +335,19 @@ class CellRunner:
     def _enqueue(self, r: _Running, count: int) -> int:
         first = r.enqueued + 1
         for chunk in _chunks(first, first + count - 1):
-            self.queue.enqueue_many([self._job(r, seq, op_id(seq)) for seq in chunk])
+            self.queue.enqueue([self._job(r, seq, op_id(seq)) for seq in chunk])
         r.enqueued += count
         return count
 
-    def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> EnqueueData:
-        retries = self.options.retries
-        return Queue.prepare_data(
-            r.function,
-            args=(r.spec, op, seq),
-            job_id=str(JobId(r.id, seq, kind)),
-            retry=Retry(max=retries) if retries else None,
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-            timeout=JOB_TIMEOUT,
-            at_front=at_front,
-        )
+    def _job(self, r: _Running, seq: int, op: str, kind: str = JobKind.FIRST, at_front: bool = False) -> JobRequest:
+        return JobRequest(r.function, (r.spec, op, seq), str(JobId(r.id, seq, kind)), at_front)
 
     def _enqueue_extra(self, cell_id: str, seq: int, op: str, kind: str, at_front: bool) -> None:
         """A job the planner adds for an op (a duplicate of it, or a re-minted one)."""
         r = self._running[cell_id]
         r.extra += 1
         self.stack.redis.set(r.keys.total, self._total(r))
-        self.queue.enqueue_many([self._job(r, seq, op, kind, at_front)])
+        self.queue.enqueue([self._job(r, seq, op, kind, at_front)])
 
     def _total(self, r: _Running) -> int:
         """The jobs a cell runs in all: it is over when this many have returned or failed."""
@@ -384,6 +365,17 @@ def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range,
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
+
+
+def _function(cell: Cell, celery: CeleryWorkers | None) -> str:
+    """What runs the cell's jobs: RQ's job function, or the Celery task for its delivery setting."""
+    if celery is None:
+        return JOB_FUNCTION if cell.handler is None else userjobs.FUNCTION
+    if cell.delivery is None:
+        raise RunFailure(f"{cell.label} names no delivery setting: it cannot run on Celery")
+    if cell.delivery == APP:
+        return APP_TASK
+    return task_name(Delivery(cell.delivery), user=cell.handler is not None)
 
 
 def _held_ops(cell: Cell) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
+from labcore.delivery import APP, SETTINGS, Delivery
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
@@ -31,8 +32,8 @@ RANDOM = "random"
 COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)
 
 T = TypeVar("T")
-# What places a row in a table: (strategy, boundary label, fault, scenario).
-CellKey = tuple[str, str, str, str]
+# What places a row in a table: (strategy, boundary label, fault, scenario, Celery delivery setting or "").
+CellKey = tuple[str, str, str, str, str]
 
 
 def _cell_text(
@@ -81,16 +82,16 @@ def stored_cell_text(row: ResultRow) -> str:
 
 def row_key(row: Row) -> CellKey:
     c = row.cell
-    return (c.strategy, boundary_label(c.boundary), c.fault.value, c.scenario)
+    return (c.strategy, boundary_label(c.boundary), c.fault.value, c.scenario, c.delivery or "")
 
 
 def stored_row_key(row: ResultRow) -> CellKey:
-    return (row.strategy, row.boundary, row.fault, row.scenario)
+    return (row.strategy, row.boundary, row.fault, row.scenario, row.delivery or "")
 
 
 @dataclass(frozen=True, slots=True)
 class Grid(Generic[T]):
-    """One table: strategies down, boundaries across, for one fault and scenario."""
+    """One table: strategies down, boundaries across, for one fault and scenario (and Celery setting)."""
 
     fault: str
     scenario: str
@@ -104,23 +105,27 @@ class Grid(Generic[T]):
 
 
 def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
-    """One grid per (scenario, fault); the control column (no fault) joins every grid of its scenario."""
+    """One grid per (Celery setting, scenario, fault); the control column (no fault) joins
+    every grid of its scenario and setting."""
     keyed = [(key(r), r) for r in rows]
     controls = [(k, r) for k, r in keyed if k[1] == NONE]
-    groups: dict[tuple[str, str], list[tuple[CellKey, T]]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[CellKey, T]]] = {}
     for k, r in keyed:
         if k[1] != NONE:
-            groups.setdefault((k[3], k[2]), []).append((k, r))
-    if not groups and controls:
-        groups[("none", "kill")] = []
+            groups.setdefault((k[4], k[3], k[2]), []).append((k, r))
+    for k, _ in controls:  # a setting with controls alone still has its table
+        if not any(g[0] == k[4] for g in groups):
+            groups[(k[4], k[3], "kill")] = []
     out = []
-    for (scenario, fault), group in groups.items():
-        members = group + [(k, r) for k, r in controls if k[3] == scenario]
+    for (delivery, scenario, fault), group in groups.items():
+        members = group + [(k, r) for k, r in controls if (k[4], k[3]) == (delivery, scenario)]
         present = {k[1] for k, _ in members}
         columns = [c for c in COLUMN_ORDER if c in present]
         named = {k[0] for k, _ in members}
         strategies = [s for s in STRATEGIES if s in named] + sorted(named - set(STRATEGIES))
         title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {_summary(scenario)}"
+        if delivery:
+            title = f"celery {delivery} ({_delivery_summary(delivery)}): {title}"
         cells = {(k[0], k[1]): r for k, r in members}
         out.append(Grid(fault, scenario, title, columns, strategies, cells))
     return out
@@ -129,6 +134,10 @@ def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
 def _summary(scenario: str) -> str:
     known = SCENARIOS.get(scenario)
     return known.summary if known else scenario
+
+
+def _delivery_summary(delivery: str) -> str:
+    return "the app's own task options" if delivery == APP else SETTINGS[Delivery(delivery)].summary
 
 
 def grid_text(grid: Grid[T], text: Callable[[T], str]) -> str:

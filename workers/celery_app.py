@@ -1,0 +1,166 @@
+"""The lab's jobs on Celery: the app a Celery run's workers serve, bound to the run's Redis.
+
+A run with `--engine celery` forks real Celery workers (prefork pool, one pool
+child each) from its zygote (`workers.zygote`); the pool child is the process
+that runs an attempt and that a `kill` fault kills, as RQ's work-horse is.
+The app is either the lab's own, with one task per delivery setting
+(`labcore.delivery.SETTINGS`) for the built-in job and one for a user's
+function, or the user's own app (`--celery-app`), whose task named by
+`--handler` runs with its own options. Either way the lab overrides only
+where the app's messages and results go (`bind`): the run's Redis, under the
+run's keys, and no remote control (its mailbox would live outside them).
+
+What the lab needs to know of Celery's verdict, it learns from Celery's own
+signals, in the worker: a worker ready to take tasks (`worker_ready`), a task
+Celery gave up on (`task_failure`, sent once its retries, if any, are spent,
+and by the worker's main process for a pool child that died).
+
+Nothing here is imported by an RQ run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from celery import Celery, Task, signals
+from redis import Redis
+
+from labcore import connections
+from labcore.credentials import RQ_URL_ENV
+from labcore.delivery import APP_TASK, Delivery, task_name, task_options
+from labcore.keys import RunKeys
+from workers.instrument import Job
+
+# Set by the run in its Celery workers' environment.
+PREFIX_ENV = "TESTBED_RUN_PREFIX"  # the run's keys
+RETRIES_ENV = "TESTBED_RETRIES"  # max_retries of the autoretry setting
+APP_ENV = "TESTBED_CELERY_APP"  # the user's app, package.module:attribute
+HANDLER_ENV = "TESTBED_CELERY_TASK"  # the user's task in it, package.module:attribute
+PATHS_ENV = "TESTBED_CELERY_PATHS"  # os.pathsep-separated, put on sys.path before the app's import
+VISIBILITY_ENV = "TESTBED_VISIBILITY_TIMEOUT"  # seconds; unset: the app's own (Celery's default, an hour)
+
+# Where a message carries what the lab needs of it, beside the task's own arguments.
+LAB_KWARG = "testbed"
+
+
+def key_prefix(run_prefix: str) -> str:
+    """Every key the run's Celery writes (broker and results) starts with this."""
+    return f"{run_prefix}:celery:"
+
+
+def celery_url(url: str) -> str:
+    """The run's Redis as Celery names it: a unix socket is `redis+socket://` to kombu."""
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "socket_timeout"]  # kombu takes no such option
+    return urlunsplit(parts._replace(scheme="redis+socket", query=urlencode(query)))
+
+
+def overrides(url: str, run_prefix: str, visibility: int | None, app: Celery | None = None) -> dict[str, Any]:
+    """What the lab sets in an app's configuration: where its messages and results go, and,
+    if given, how long the broker keeps a message unacknowledged before it restores it."""
+    prefix: dict[str, Any] = {"global_keyprefix": key_prefix(run_prefix)}
+    broker = dict(app.conf.broker_transport_options or {}) if app is not None else {}
+    backend = dict(app.conf.result_backend_transport_options or {}) if app is not None else {}
+    restore = {} if visibility is None else {"visibility_timeout": visibility}
+    return {
+        "broker_url": celery_url(url),
+        "result_backend": celery_url(url),
+        "broker_transport_options": broker | prefix | restore,
+        "result_backend_transport_options": backend | prefix,
+        "worker_enable_remote_control": False,
+        "broker_connection_retry_on_startup": True,
+    }
+
+
+def bind(app: Celery, url: str, run_prefix: str, visibility: int | None) -> None:
+    app.conf.update(overrides(url, run_prefix, visibility, app))
+
+
+def lab_app(url: str, run_prefix: str, retries: int, visibility: int | None) -> Celery:
+    """The lab's own app: the built-in job and the user's-function wrapper, once per delivery setting."""
+    app = Celery("testbed", set_as_current=False)
+    bind(app, url, run_prefix, visibility)
+    # One message reserved per pool child at a time: a worker killed whole holds no other op's.
+    app.conf.update(worker_prefetch_multiplier=1)
+    for delivery in Delivery:
+        options = task_options(delivery, retries)
+        app.task(name=task_name(delivery), bind=True, **options)(_builtin)
+        app.task(name=task_name(delivery, user=True), bind=True, **options)(_user)
+    return app
+
+
+def _builtin(task: Task, spec: dict[str, Any], op: str, seq: int, enqueued: float | None = None) -> str:
+    from workers import handler
+
+    return handler.run(_job(enqueued), spec, op, seq)
+
+
+def _user(task: Task, spec: dict[str, Any], op: str, seq: int, enqueued: float | None = None) -> Any:
+    from workers import userjob
+
+    return userjob.run(_job(enqueued), spec, op, seq)
+
+
+def adopt(app: Celery, handler: Task) -> None:
+    """The user's task takes the lab's messages (`APP_TASK`): each runs one attempt of an
+    op, the task's own function called inside it. Its options stay its own."""
+    original = handler.run
+
+    @functools.wraps(original)
+    def attempt(*args: Any, **kwargs: Any) -> Any:
+        from workers import userjob
+
+        lab = kwargs.pop(LAB_KWARG)
+        return userjob.run(_job(lab["enqueued"]), lab["spec"], lab["op"], lab["seq"], function=original)
+
+    handler.run = attempt  # before the worker builds its tracers, which read `run`
+    app.tasks[APP_TASK] = handler
+
+
+@functools.cache
+def _redis() -> Redis:
+    """The run's Redis, for the lab's keys: one client per process (redis-py opens
+    new connections in a forked pool child)."""
+    return connections.from_url(os.environ[RQ_URL_ENV])
+
+
+def _job(enqueued: float | None) -> Job:
+    return Job(_redis(), enqueued)
+
+
+def serve(argv: list[str]) -> None:
+    """This process becomes one of the run's Celery workers: `celery worker` with these
+    options, for the lab's app or the user's (`APP_ENV`), bound to the run's Redis."""
+    url, prefix = os.environ[RQ_URL_ENV], os.environ[PREFIX_ENV]
+    visibility = int(os.environ[VISIBILITY_ENV]) if VISIBILITY_ENV in os.environ else None
+    spec = os.environ.get(APP_ENV)
+    if spec is None:
+        app = lab_app(url, prefix, int(os.environ.get(RETRIES_ENV, "1")), visibility)
+    else:
+        from workers import target, userjob  # noqa: F401  (userjob instruments the HTTP clients)
+
+        paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
+        app = target.find(spec, paths)
+        bind(app, url, prefix, visibility)
+        adopt(app, target.find(os.environ[HANDLER_ENV], paths))
+    app.worker_main(["worker", *argv])
+
+
+# -- Celery's verdicts, as the workers hear them ------------------------------------
+
+
+@signals.worker_ready.connect
+def _ready(sender: Any = None, **_: Any) -> None:
+    name = str(sender.hostname).partition("@")[0]
+    _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_ready, name)
+
+
+@signals.task_failure.connect
+def _failed(task_id: str | None = None, **_: Any) -> None:
+    if task_id is not None:
+        _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_failed, task_id)
