@@ -50,7 +50,7 @@ from testbed.experiment.selection import (
     with_handlers,
 )
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import CELERY_VISIBILITY, CeleryWorkers, WorkerSettings
+from testbed.infra.supervisor import CELERY_RESTORE_SWEEP, CELERY_VISIBILITY, CeleryWorkers, WorkerSettings
 from testbed.lab import userjobs
 from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
@@ -101,15 +101,15 @@ def _cell_timeout(
     """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
     recovery of an abandoned job when it is left to RQ (its entry expires, then a
     worker's maintenance has to come round), or Celery's broker's restoring of a
-    killed worker's unacknowledged task (after the visibility timeout; the workers
-    look every 10 s)."""
+    killed worker's unacknowledged task (after the visibility timeout, at the
+    broker's next sweep)."""
     if given is not None:
         checks.finite("--cell-timeout", given, 1, 7 * 86_400)
         return given
     timeout = 120.0 + ops * 0.05
     if any(Fault.KILL_WORKER in c.faults for c in cells):
         if celery is not None:
-            timeout += (celery.visibility_timeout or CELERY_VISIBILITY) + 20
+            timeout += (celery.visibility_timeout or CELERY_VISIBILITY) + CELERY_RESTORE_SWEEP + 20
         elif recovery == "rq":
             timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout

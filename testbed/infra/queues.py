@@ -8,6 +8,8 @@ Celery failed (`workers.celery_app`) under the run's keys.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +57,11 @@ class JobQueue(Protocol):
         """The ids of the jobs the queue gave up on."""
         ...
 
+    def worker_lost(self, job_id: str) -> None:
+        """The worker running this job was killed whole: if the queue will never run the job
+        again, count it among those given up on."""
+        ...
+
 
 class RQJobs:
     def __init__(self, redis: Redis, retries: int) -> None:
@@ -94,6 +101,9 @@ class RQJobs:
     def failed(self) -> set[str]:
         return _names(self._redis.zrange(self._failed_key, 0, -1))
 
+    def worker_lost(self, job_id: str) -> None:
+        """RQ's own maintenance (or the forced recovery) requeues it: nothing to count."""
+
 
 class CeleryJobs:
     """Tasks sent as a Celery client sends them (`send_task`), to the queue the run's workers
@@ -108,6 +118,8 @@ class CeleryJobs:
         self._app.conf.update(celery_app.overrides(url, run_prefix, None))
         self._redis = redis
         self._backlog_key = f"{celery_app.key_prefix(run_prefix)}{QUEUE}"
+        # kombu's Redis transport: the messages delivered and not yet acknowledged, by delivery tag.
+        self._unacked_key = f"{celery_app.key_prefix(run_prefix)}unacked"
         self._failed_key = RunKeys(run_prefix).celery_failed
 
     def enqueue(self, jobs: Sequence[JobRequest]) -> None:
@@ -132,6 +144,21 @@ class CeleryJobs:
 
     def failed(self) -> set[str]:
         return _names(self._redis.smembers(self._failed_key))
+
+    def worker_lost(self, job_id: str) -> None:
+        """A message acknowledged before its worker died (early ack) is gone: Celery never runs
+        the task again and records nothing of it, so it is counted here, as given up on. One
+        still unacknowledged is the broker's: it restores it once the visibility timeout passes."""
+        if job_id not in self._unacknowledged():
+            self._redis.sadd(self._failed_key, job_id)
+
+    def _unacknowledged(self) -> set[str]:
+        """The task ids of the messages the broker holds unacknowledged."""
+        ids = set()
+        for raw in self._redis.hvals(self._unacked_key):
+            with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+                ids.add(str(json.loads(raw)[0]["headers"]["id"]))
+        return ids
 
     def close(self) -> None:
         self._app.close()

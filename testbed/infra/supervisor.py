@@ -47,6 +47,9 @@ class WorkerSettings:
 
 # Celery's own default visibility timeout (seconds), on a Redis broker.
 CELERY_VISIBILITY = 3600
+# How often, at most, kombu's Redis transport looks for messages past it: every tenth of its 10 s
+# ticks (`unacked_restore_interval` x `unacked_restore_throttle`, kombu 5.7's defaults).
+CELERY_RESTORE_SWEEP = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,12 @@ class Supervisor:
             self._env[TOKEN_ENV] = provider_token
         if celery is not None:
             self._env |= celery.env(run_prefix)
+            # Celery's pool makes a temp dir per worker, removed only at an interpreter's exit,
+            # which a worker killed whole (or ended as the zygote ends it) never reaches: in the
+            # run's own directory, it goes with it.
+            tmp = self._dir / "tmp"
+            tmp.mkdir(exist_ok=True)
+            self._env["TMPDIR"] = str(tmp)
         self._started = 0
         self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}

@@ -144,6 +144,7 @@ class CellRunner:
             recover if options.recovery is Recovery.FORCED and stack.options.celery is None else None,
             options.history,
             watch=stack.check,
+            lost=self.queue.worker_lost,
         )
         self._running: dict[str, _Running] = {}
         self.rows: dict[int, Row] = {}

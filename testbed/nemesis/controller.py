@@ -20,7 +20,7 @@ from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit, Side
 from labcore.faults import RULES, Release, Settle, Trigger
-from labcore.ids import HitId
+from labcore.ids import HitId, JobId
 from labcore.keys import CellKeys
 from labcore.plan import Armed, Plan
 from testbed.errors import RunFailure
@@ -61,10 +61,13 @@ class Controller:
         recover: Recover | None = None,
         history: bool = True,
         watch: Callable[[], None] = lambda: None,
+        lost: Callable[[str], None] | None = None,
     ) -> None:
         """`recover`: requeue a dead worker's jobs at once (forced recovery); None leaves it to RQ.
-        `watch` raises if a part of the stack has died; long waits call it."""
+        `watch` raises if a part of the stack has died; long waits call it. `lost`: told the job
+        whose worker was killed whole, where only the broker knows whether it comes back (Celery).`"""
         self._watch = watch
+        self._lost = lost
         self._bus = bus
         self._killer = killer
         self._world = world
@@ -153,6 +156,10 @@ class Controller:
             if self._recover is not None:
                 requeued = self._recover(kill.owner.name)
                 cell.seen.note(hit.op, EventKind.RECOVERED, time.time(), mode=Recovery.FORCED.value, jobs=requeued)
+            if self._lost is not None:
+                seq = HitId.parse(hit.hit)
+                assert seq is not None
+                self._lost(str(JobId(hit.cell, seq.seq)))
 
     def _crash(self, cell: _Cell, hit: Hit) -> None:
         """The provider dies holding the request. Several armed requests may be

@@ -1,0 +1,97 @@
+"""`--engine celery`: real Celery workers (prefork) on the run's private Redis, their pool children
+killed at the boundaries, every cell under each delivery setting held to the model; and a Celery
+app of this module's own, whose task runs with its own options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from celery import Celery
+
+from examples.naive import post
+from labcore.delivery import Delivery
+from tests.support.helpers import assert_left_nothing, run_testbed
+
+pytestmark = pytest.mark.e2e
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+# A user's app as production defines it; the lab sets where its messages and results go.
+app = Celery("testbed-e2e-celery")
+
+
+@app.task(acks_late=True, reject_on_worker_lost=True)
+def send_email(op_id: str, payload: dict) -> str:
+    """Sends with no key: a task requeued after its effect sends it again."""
+    return post(payload, None)
+
+
+def test_the_article_cells_under_every_delivery_setting_match_the_model(workdir):
+    # One faulted op per cell (--ops 5 --every 5): a killed pool child stalls its Celery worker
+    # until the pool notices (up to its 5 s tick), so eight workers take the 32 kills.
+    args = ["--engine", "celery", "--ops", "5", "--every", "5", "--workers", "8", "--parallel", "16"]
+    ran = run_testbed([*args, "--no-store"], workdir, timeout=280)
+    assert ran.code == 0, ran.stderr
+    assert ran.results is not None
+    rows = ran.results["rows"]
+    assert len(rows) == 4 * 12 and all(r["verdict"] == "pass" for r in rows)
+    assert {r["delivery"] for r in rows} == {d.value for d in Delivery}
+    for delivery in Delivery:
+        assert f"celery {delivery.value} (" in ran.stdout  # its own table
+
+    def cell(delivery: str, strategy: str, boundary: str) -> tuple[int, int, int]:
+        row = ran.row(strategy, boundary, delivery=delivery)
+        return row["effects"], row["missingOperations"], row["jobsFailed"]
+
+    # Requeued when its pool child dies: the article's trade-off, as on RQ with a retry.
+    assert cell("reject-on-lost", "retry-only", "after-effect") == (6, 0, 0)
+    assert cell("reject-on-lost", "record-before", "before-effect") == (4, 1, 0)
+    assert cell("reject-on-lost", "provider-key", "before-effect") == (5, 0, 0)
+    # Acknowledged before the kill (early ack), or failed by it (acks_late alone), or not an
+    # exception (autoretry): the killed task is FAILURE and never runs again.
+    for delivery in ("early-ack", "acks-late", "autoretry"):
+        assert cell(delivery, "provider-key", "before-effect") == (4, 1, 1)
+        assert cell(delivery, "retry-only", "after-effect") == (5, 0, 1)
+    assert_left_nothing(ran)
+
+
+def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_again(workdir):
+    here = "tests.e2e.test_celery"
+    args = ["--celery-app", f"{here}:app", "--handler", f"{here}:send_email", "--path", ROOT]
+    ran = run_testbed([*args, "-b", "after-effect", "--ops", "10", "--every", "5", "--no-store"], workdir)
+    # The task's own options requeue it when its pool child dies after the effect: sent twice.
+    assert ran.code == 1, ran.stderr
+    row = ran.row(f"{here}:send_email", "after-effect", delivery="app")
+    assert (row["effects"], row["duplicateEffects"], row["missingOperations"], row["kills"]) == (12, 2, 0, 2)
+    assert row["verdict"] == "fail"
+    assert f"the run sets in {here}:app's configuration: broker_url, result_backend" in ran.stderr
+    assert "celery app (the app's own task options)" in ran.stdout
+    assert_left_nothing(ran)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--delivery", "early-ack"], "--delivery is a Celery setting: it needs --engine celery"),
+        (["--engine", "celery", "--delivery", "late"], "unknown delivery setting 'late'"),
+        (["--engine", "huey"], "unknown engine 'huey'"),
+        (["--visibility-timeout", "5"], "--visibility-timeout is a Celery setting"),
+        (["--engine", "celery", "--recovery", "rq"], "--recovery is RQ's"),
+        (
+            ["--celery-app", "tests.e2e.test_celery:app", "--handler", "examples.naive:send", "--path", ROOT],
+            "handler examples.naive:send: not a task of the Celery app tests.e2e.test_celery:app",
+        ),
+        (
+            ["--celery-app", "tests.e2e.test_celery:send_email", "--handler", "tests.e2e.test_celery:send_email"],
+            "not a Celery app",
+        ),
+    ],
+)
+def test_bad_engine_options_exit_2_with_one_line(workdir, args, message):
+    ran = run_testbed([*args, "--path", ROOT, "--no-store"], workdir, timeout=60)
+    assert ran.code == 2, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], ran.stderr
+    assert ran.results is None
+    assert_left_nothing(ran)

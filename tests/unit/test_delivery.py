@@ -1,0 +1,106 @@
+"""What a queue does with an attempt that did not return (labcore.delivery), and the model's
+predictions under each Celery delivery setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from labcore.boundaries import Boundary
+from labcore.delivery import FOR_EVER, Cause, Delivery, Redelivery, redelivery, task_options
+from labcore.faults import Fault, cause_of
+from labcore.plan import EveryNth
+from testbed.errors import UsageError
+from testbed.experiment.matrix import Cell
+from testbed.judge.model import predict
+from testbed.lab.options import engine_cells, parse_engine
+
+LOST, WORKER, ERROR = Cause.CHILD_LOST, Cause.WORKER_LOST, Cause.ERROR
+
+
+def test_rqs_retry_is_one_budget_for_every_cause():
+    rq = Redelivery.rq(2)
+    assert rq.again([])
+    assert rq.again([LOST]) and rq.again([LOST, ERROR])
+    assert not rq.again([LOST, ERROR, WORKER])
+
+
+@pytest.mark.parametrize(
+    ("delivery", "lost", "worker", "error"),
+    [
+        ("early-ack", False, False, False),
+        ("acks-late", False, True, False),
+        ("reject-on-lost", True, True, False),
+        ("autoretry", False, False, True),
+    ],
+)
+def test_each_setting_says_what_runs_again(delivery, lost, worker, error):
+    policy = redelivery(delivery, retries=1)
+    assert (policy.again([LOST]), policy.again([WORKER]), policy.again([ERROR])) == (lost, worker, error)
+
+
+def test_a_requeue_on_a_lost_child_has_no_count_and_autoretry_counts_errors():
+    assert redelivery("reject-on-lost", 1).again([LOST] * 50)
+    assert redelivery("reject-on-lost", 1).child_lost is FOR_EVER
+    autoretry = redelivery("autoretry", 2)
+    assert autoretry.again([ERROR, ERROR]) and not autoretry.again([ERROR, ERROR, ERROR])
+    # A dead child between errors is no error: it ends the task.
+    assert not autoretry.again([ERROR, LOST])
+
+
+def test_task_options_follow_the_setting_and_the_runs_retries():
+    assert task_options(Delivery.REJECT_ON_LOST, 3) == {
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "max_retries": 0,
+    }
+    assert task_options(Delivery.AUTORETRY, 3)["max_retries"] == 3
+    assert task_options(Delivery.AUTORETRY, 3)["autoretry_for"] == (Exception,)
+
+
+def test_how_a_fault_ends_an_attempt():
+    assert cause_of(Fault.KILL) is LOST
+    assert cause_of(Fault.KILL_WORKER) is WORKER
+    assert {cause_of(f) for f in (Fault.TIMEOUT, Fault.LATE, Fault.PROVIDER_CRASH, Fault.PARTITION)} == {ERROR}
+
+
+def effects_missing(strategy: str, boundary: Boundary, delivery: str | None, fault: Fault = Fault.KILL) -> tuple:
+    cell = Cell(strategy, boundary, fault, delivery=delivery)
+    counts = predict(cell, EveryNth(10, boundary, fault), 100, 1).tally.counts
+    return counts.effects, counts.missing_operations, counts.jobs_failed
+
+
+def test_the_model_shows_the_article_only_where_a_lost_task_is_requeued():
+    after, before = Boundary.AFTER_EFFECT, Boundary.BEFORE_EFFECT
+    for delivery in (None, "reject-on-lost"):
+        assert effects_missing("retry-only", after, delivery) == (110, 0, 0)
+        assert effects_missing("record-before", before, delivery) == (90, 10, 0)
+        assert effects_missing("provider-key", before, delivery) == (100, 0, 0)
+    for delivery in ("early-ack", "acks-late", "autoretry"):
+        assert effects_missing("retry-only", after, delivery) == (100, 0, 10)
+        assert effects_missing("provider-key", before, delivery) == (90, 10, 10)
+
+
+def test_a_whole_worker_killed_comes_back_only_when_its_message_was_not_acknowledged():
+    before = Boundary.BEFORE_EFFECT
+    assert effects_missing("provider-key", before, "early-ack", Fault.KILL_WORKER) == (90, 10, 10)
+    assert effects_missing("provider-key", before, "acks-late", Fault.KILL_WORKER) == (100, 0, 0)
+    # A client timeout is an exception: retried by autoretry alone.
+    assert effects_missing("provider-key", before, "autoretry", Fault.TIMEOUT)[:2] == (100, 0)
+    assert effects_missing("provider-key", before, "reject-on-lost", Fault.TIMEOUT)[1] == 10
+
+
+def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused():
+    cells = [Cell("retry-only", None), Cell("provider-key", Boundary.AFTER_EFFECT)]
+    engine, deliveries = parse_engine("celery", [], None)
+    assert engine == "celery"
+    assert deliveries == [d.value for d in Delivery]
+    run = engine_cells(cells, deliveries)
+    assert len(run) == 8 and [c.delivery for c in run[:2]] == ["early-ack", "early-ack"]
+    assert run[-1].label == "autoretry: provider-key @ after-effect (kill)"
+    assert engine_cells(cells, parse_engine("rq", [], None)[1]) == cells
+    assert parse_engine("rq", [], "app:app")[1] == ["app"]
+    for args in (("rq", ["acks-late"], None), ("celery", ["late"], None), ("huey", [], None)):
+        with pytest.raises(UsageError):
+            parse_engine(*args)
+    with pytest.raises(UsageError, match="not with --delivery"):
+        parse_engine("celery", ["acks-late"], "app:app")
