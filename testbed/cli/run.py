@@ -109,7 +109,8 @@ def _cell_timeout(
     timeout = 120.0 + ops * 0.05
     if any(Fault.KILL_WORKER in c.faults for c in cells):
         if celery is not None:
-            timeout += (celery.visibility_timeout or CELERY_VISIBILITY) + CELERY_RESTORE_SWEEP + 20
+            given = celery.visibility_timeout
+            timeout += (CELERY_VISIBILITY + CELERY_RESTORE_SWEEP if given is None else given) + 20
         elif recovery == "rq":
             timeout += _rq_recovery_seconds(settings)[1] + 60
     return timeout
@@ -425,7 +426,10 @@ def chaos(
 
         print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
     else:
-        print(report.tables(ran.rows, report.run_caption(ops, every, retries)))
+        caption = report.run_caption(ops, every, retries)
+        if stack.celery is not None:
+            caption += f"; Celery's visibility timeout {stack.celery.visibility_timeout or CELERY_VISIBILITY} s"
+        print(report.tables(ran.rows, caption))
     return _finish(ran, out)
 
 

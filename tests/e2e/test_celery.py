@@ -70,6 +70,21 @@ def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_a
     assert_left_nothing(ran)
 
 
+def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restores_the_rest(workdir):
+    args = ["--engine", "celery", "-f", "kill-worker", "-b", "before-effect", "-s", "provider-key"]
+    args += ["--delivery", "early-ack", "--delivery", "acks-late", "--visibility-timeout", "2"]
+    ran = run_testbed([*args, "--ops", "10", "--every", "5", "--no-store"], workdir, timeout=120)
+    # Early ack: the task went with its worker, and nothing of Celery's says so but the broker,
+    # which no longer holds it. acks_late: restored once the visibility timeout passed.
+    assert ran.code == 0, ran.stderr
+    lost = ran.row("provider-key", "before-effect", delivery="early-ack")
+    assert (lost["effects"], lost["missingOperations"], lost["jobsFailed"], lost["kills"]) == (8, 2, 2, 2)
+    restored = ran.row("provider-key", "before-effect", delivery="acks-late")
+    assert (restored["effects"], restored["missingOperations"], restored["jobsFailed"]) == (10, 0, 0)
+    assert "Celery's visibility timeout 2 s" in ran.stdout
+    assert_left_nothing(ran)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
