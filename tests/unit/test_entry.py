@@ -55,13 +55,16 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         # Its bus is connected, and redis-py imported, by the first armed request (provider.holds);
         # it checks requests with shapes of its own (provider.shapes), no validation framework.
         ("import provider.__main__, provider.server", {"redis", "fastapi", "starlette", "uvicorn", "pydantic"}),
-        # The agent runtimes of the worked examples are optional extras: only a handler imports them.
+        # The agent runtimes of the worked examples, and Celery, are optional extras: only a
+        # handler imports the runtimes, only a run with --engine celery imports Celery (and RQ's
+        # workers, its handler and its queue none of it).
         (
-            "import testbed.cli.app, testbed.plugin, testbed.lab.session, workers.userjob",
-            {"langgraph", "langchain_core", "dbos"},
+            "import testbed.cli.app, testbed.plugin, testbed.lab.session, testbed.lab.runner, testbed.infra.stack\n"
+            "import workers.userjob, workers.handler, workers.worker, workers.zygote",
+            {"langgraph", "langchain_core", "dbos", "celery", "kombu", "billiard"},
         ),
     ],
-    ids=["command line", "provider", "agent runtimes"],
+    ids=["command line", "provider", "optional runtimes"],
 )
 def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
     """redis-py's import costs 70 to 100 ms of CPU, rich's about 40, importlib.metadata's
