@@ -509,11 +509,12 @@ def replay(
         promise=promise,
         paths=paths,
     )
-    row = ran.rows[0]
-    print(timeline.render(row.extra.get("history", {})))
-    print(f"\n{row.cell.label}, recovery {mode}: {timeline.summary(row.replay_latency_ms, row.kills)}")
-    c = row.counts
-    print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}")
+    recovery = "Celery's" if stack.celery is not None else mode
+    for row in ran.rows:  # one per delivery setting on Celery
+        print(timeline.render(row.extra.get("history", {})))
+        print(f"\n{row.cell.label}, recovery {recovery}: {timeline.summary(row.replay_latency_ms, row.kills)}")
+        c = row.counts
+        print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}\n")
     return _finish(ran, out)
 
 
