@@ -151,6 +151,11 @@ def redelivery(delivery: str | None, retries: int) -> Redelivery:
     return setting.redelivery
 
 
+def acks_early(delivery: str | None) -> bool:
+    """The setting acknowledges a task's message as it starts (None and `APP`: not known to)."""
+    return delivery in SETTINGS and not SETTINGS[Delivery(delivery)].options["acks_late"]
+
+
 def task_name(delivery: Delivery, user: bool = False) -> str:
     """The lab's task under a setting: the built-in job, or (`user`) the wrapper of a user's function."""
     return f"testbed.{'user' if user else 'job'}.{delivery.value}"

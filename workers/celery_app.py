@@ -54,10 +54,9 @@ def key_prefix(run_prefix: str) -> str:
 def celery_url(url: str) -> str:
     """The run's Redis as Celery names it: a unix socket is `redis+socket://` to kombu."""
     parts = urlsplit(url)
-    if parts.scheme != "unix":
-        return url
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "socket_timeout"]  # kombu takes no such option
-    return urlunsplit(parts._replace(scheme="redis+socket", query=urlencode(query)))
+    # The lab's own wait for a paused Redis (labcore.connections.waiting_url): kombu takes no such option.
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "socket_timeout"])
+    return urlunsplit(parts._replace(scheme="redis+socket" if parts.scheme == "unix" else parts.scheme, query=query))
 
 
 def overrides(url: str, run_prefix: str, visibility: int | None, app: Celery | None = None) -> dict[str, Any]:

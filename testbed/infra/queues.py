@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +29,8 @@ FAILURE_TTL = 24 * 3600
 # died is marked failed after it succeeds if results are deleted at once (its
 # dead execution's record has expired; deleting the job looks it up and raises).
 RESULT_TTL = 60
+# How long an early-acknowledged Celery task's acknowledgement is waited for before a kill.
+ACK_WAIT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,18 @@ class JobQueue(Protocol):
 
     def failed(self) -> set[str]:
         """The ids of the jobs the queue gave up on."""
+        ...
+
+    def acknowledged(self, job_id: str) -> None:
+        """Until the job's message is acknowledged, if it is about to be."""
+        ...
+
+    def missing(self, job_ids: Sequence[str]) -> set[str]:
+        """Of these jobs, never started, those the queue holds nowhere."""
+        ...
+
+    def give_up(self, job_id: str) -> None:
+        """Count a job the queue lost among those given up on."""
         ...
 
     def worker_lost(self, job_id: str) -> None:
@@ -101,6 +115,16 @@ class RQJobs:
     def failed(self) -> set[str]:
         return _names(self._redis.zrange(self._failed_key, 0, -1))
 
+    def acknowledged(self, job_id: str) -> None:
+        """RQ acknowledges nothing."""
+
+    def missing(self, job_ids: Sequence[str]) -> set[str]:
+        """RQ keeps a job's record from its enqueueing to its end: it loses none."""
+        return set()
+
+    def give_up(self, job_id: str) -> None:
+        raise AssertionError(f"RQ lost no job, yet {job_id} was given up on")
+
     def worker_lost(self, job_id: str) -> None:
         """RQ's own maintenance (or the forced recovery) requeues it: nothing to count."""
 
@@ -145,23 +169,46 @@ class CeleryJobs:
     def failed(self) -> set[str]:
         return _names(self._redis.smembers(self._failed_key))
 
+    def acknowledged(self, job_id: str, within: float = ACK_WAIT) -> None:
+        """Early ack is not one step with the start: the pool child takes the task, then tells
+        its worker, which acknowledges the message. A worker killed in between (a few ms) leaves
+        it unacknowledged, and the broker hands it out again. A fault planned just after the
+        start waits for the acknowledgement, so that it strikes where the setting says."""
+        deadline = time.monotonic() + within
+        while job_id in self._unacknowledged() and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def missing(self, job_ids: Sequence[str]) -> set[str]:
+        if not job_ids:
+            return set()
+        queued = _task_ids(self._redis.lrange(self._backlog_key, 0, -1), payload=lambda m: m)
+        return set(job_ids) - queued - self._unacknowledged()
+
+    def give_up(self, job_id: str) -> None:
+        self._redis.sadd(self._failed_key, job_id)
+
     def worker_lost(self, job_id: str) -> None:
         """A message acknowledged before its worker died (early ack) is gone: Celery never runs
         the task again and records nothing of it, so it is counted here, as given up on. One
         still unacknowledged is the broker's: it restores it once the visibility timeout passes."""
         if job_id not in self._unacknowledged():
-            self._redis.sadd(self._failed_key, job_id)
+            self.give_up(job_id)
 
     def _unacknowledged(self) -> set[str]:
-        """The task ids of the messages the broker holds unacknowledged."""
-        ids = set()
-        for raw in self._redis.hvals(self._unacked_key):
-            with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
-                ids.add(str(json.loads(raw)[0]["headers"]["id"]))
-        return ids
+        """The task ids of the messages the broker holds unacknowledged (as [message, exchange, key])."""
+        return _task_ids(self._redis.hvals(self._unacked_key), payload=lambda entry: entry[0])
 
     def close(self) -> None:
         self._app.close()
+
+
+def _task_ids(raw: Any, payload: Callable[[Any], Any]) -> set[str]:
+    """The task ids of kombu's stored messages (JSON), each found in its entry by `payload`."""
+    ids = set()
+    for item in raw:
+        with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+            ids.add(str(payload(json.loads(item))["headers"]["id"]))
+    return ids
 
 
 def _names(values: Any) -> set[str]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import cast
 
 import httpx
 import redis as redis_lib
@@ -20,10 +21,10 @@ import redis as redis_lib
 from labcore import plan as plans
 from labcore.bus import Wake
 from labcore.credentials import new_secret
-from labcore.delivery import APP, APP_TASK, Delivery, task_name
+from labcore.delivery import APP, APP_TASK, Delivery, acks_early, task_name
 from labcore.events import Noted
 from labcore.faults import RULES
-from labcore.ids import JobId, JobKind, op_id
+from labcore.ids import JobId, JobKind, op_id, seq_of
 from labcore.keys import QUEUE, CellKeys
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
@@ -52,6 +53,8 @@ POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
 CHUNK = 1000
 HEAD = 50  # a cell's first jobs, enqueued ahead of the rest of its first chunk
+# A cell that has not moved for this long is looked at for jobs its queue lost.
+LOOK_FOR_LOST = 2.0
 CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
 DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
 # How a part's death first shows in the run's own calls to Redis and the provider.
@@ -109,6 +112,8 @@ class _Running:
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
     extra: int = 0  # jobs the planner added (duplicates, re-minted ops)
     over: int = 0
+    moved: float = 0.0  # when `over` last changed
+    missing: set[str] = field(default_factory=set)  # jobs nowhere in the queue at the last look
     series: Series | None = None  # load cells: progress over time
 
 
@@ -144,7 +149,7 @@ class CellRunner:
             recover if options.recovery is Recovery.FORCED and stack.options.celery is None else None,
             options.history,
             watch=stack.check,
-            lost=self.queue.worker_lost,
+            lost=self,
         )
         self._running: dict[str, _Running] = {}
         self.rows: dict[int, Row] = {}
@@ -153,6 +158,14 @@ class CellRunner:
         self._failed_count = 0
         # Signs users' jobs' scoped provider URLs.
         self._secret = new_secret()
+
+    def before(self, cell_id: str, job_id: str) -> None:
+        """A worker is about to be killed whole with this job (the controller's WorkerLoss)."""
+        if acks_early(self._running[cell_id].cell.delivery):
+            self.queue.acknowledged(job_id)
+
+    def after(self, job_id: str) -> None:
+        self.queue.worker_lost(job_id)
 
     def run(self, cells: list[Cell]) -> list[Row]:
         """Every cell's row, in order. A RunFailure leaves the rows of the cells
@@ -263,17 +276,35 @@ class CellRunner:
             self._failed = self.queue.failed()
             self._failed_count = failed_count
         done = []
+        now = time.monotonic()
         for r, count in zip(cells, ended, strict=True):
-            r.over = int(count or 0) + sum(JobId.of_cell(f, r.id) for f in self._failed)
+            over = int(count or 0) + sum(JobId.of_cell(f, r.id) for f in self._failed)
+            if over != r.over:
+                r.over, r.moved = over, now
             if r.over >= self._total(r):
                 done.append(r)
-            elif time.monotonic() - r.started > o.cell_timeout:
+            elif now - r.moved > LOOK_FOR_LOST and s.options.celery is not None:
+                self._look_for_lost(r)
+            if r not in done and now - r.started > o.cell_timeout:
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
                 raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over){_paused(s)}")
         if done:  # what the finished jobs reported must reach the controller first
             for message in s.bus.queued():
                 self.controller.handle(message)
         return done
+
+    def _look_for_lost(self, r: _Running) -> None:
+        """A cell that has not moved for a while may wait for a job its queue lost: one never
+        started, neither queued nor held by the broker (Celery's Redis transport loses a
+        message a worker killed whole had popped and not yet recorded as unacknowledged).
+        Seen lost twice, LOOK_FOR_LOST apart, it is counted as given up on."""
+        r.moved = time.monotonic()
+        started = {seq_of(op.decode()) for op in cast(list[bytes], self.stack.redis.hkeys(r.keys.attempts))}
+        unstarted = [str(JobId(r.id, seq)) for seq in range(1, r.enqueued + 1) if seq not in started]
+        missing = self.queue.missing(unstarted)
+        for job in missing & r.missing:
+            self.queue.give_up(job)
+        r.missing = missing
 
     def _feed(self) -> None:
         """With a window, top a cell's jobs up as the queue drains: a long run never holds them all."""

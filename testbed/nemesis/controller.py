@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
@@ -52,6 +52,16 @@ class _Cell:
     late: dict[str, Hit] = field(default_factory=dict)  # waiting for the next attempt's first answer
 
 
+class WorkerLoss(Protocol):
+    """What the queue does around a worker killed whole with a job in hand."""
+
+    def before(self, cell_id: str, job_id: str) -> None:
+        """Before the kill: what the cell's delivery setting says has happened by now has."""
+
+    def after(self, job_id: str) -> None:
+        """After it: a job the queue will never run again is counted as given up on."""
+
+
 class Controller:
     def __init__(
         self,
@@ -61,11 +71,11 @@ class Controller:
         recover: Recover | None = None,
         history: bool = True,
         watch: Callable[[], None] = lambda: None,
-        lost: Callable[[str], None] | None = None,
+        lost: WorkerLoss | None = None,
     ) -> None:
         """`recover`: requeue a dead worker's jobs at once (forced recovery); None leaves it to RQ.
-        `watch` raises if a part of the stack has died; long waits call it. `lost`: told the job
-        whose worker was killed whole, where only the broker knows whether it comes back (Celery).`"""
+        `watch` raises if a part of the stack has died; long waits call it. `lost`: told of the job
+        whose worker is killed whole, where only the broker knows whether it comes back (Celery)."""
         self._watch = watch
         self._lost = lost
         self._bus = bus
@@ -137,6 +147,11 @@ class Controller:
             cell.late[hit.op] = hit
 
     def _kill(self, cell: _Cell, hit: Hit, whole_worker: bool) -> None:
+        seq = HitId.parse(hit.hit)
+        assert seq is not None
+        job = str(JobId(hit.cell, seq.seq))
+        if whole_worker and self._lost is not None:
+            self._lost.before(cell.id, job)
         kill = self._killer.kill(hit.pid, whole_worker, hit.worker)
         for pid in kill.already_gone:
             cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
@@ -157,9 +172,7 @@ class Controller:
                 requeued = self._recover(kill.owner.name)
                 cell.seen.note(hit.op, EventKind.RECOVERED, time.time(), mode=Recovery.FORCED.value, jobs=requeued)
             if self._lost is not None:
-                seq = HitId.parse(hit.hit)
-                assert seq is not None
-                self._lost(str(JobId(hit.cell, seq.seq)))
+                self._lost.after(job)
 
     def _crash(self, cell: _Cell, hit: Hit) -> None:
         """The provider dies holding the request. Several armed requests may be

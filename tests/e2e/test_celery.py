@@ -75,10 +75,16 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
     args += ["--delivery", "early-ack", "--delivery", "acks-late", "--visibility-timeout", "2"]
     ran = run_testbed([*args, "--ops", "10", "--every", "5", "--no-store"], workdir, timeout=120)
     # Early ack: the task went with its worker, and nothing of Celery's says so but the broker,
-    # which no longer holds it. acks_late: restored once the visibility timeout passed.
-    assert ran.code == 0, ran.stderr
+    # which no longer holds it. The worker may take the next message with it too: kombu's Redis
+    # transport pops a message, then records it as unacknowledged, and a kill in between loses
+    # it (the cell then differs from the model, naming an op that never started).
+    # acks_late: restored once the visibility timeout passed.
+    assert ran.code in (0, 1), ran.stderr
     lost = ran.row("provider-key", "before-effect", delivery="early-ack")
-    assert (lost["effects"], lost["missingOperations"], lost["jobsFailed"], lost["kills"]) == (8, 2, 2, 2)
+    assert lost["kills"] == 2 and lost["effects"] + lost["missingOperations"] == 10
+    assert lost["missingOperations"] >= 2 and lost["jobsFailed"] == lost["missingOperations"]
+    for difference in lost.get("opDifferences") or []:
+        assert difference["observed"]["attempts"] == 0, difference  # lost before it ever started
     restored = ran.row("provider-key", "before-effect", delivery="acks-late")
     assert (restored["effects"], restored["missingOperations"], restored["jobsFailed"]) == (10, 0, 0)
     assert "Celery's visibility timeout 2 s" in ran.stdout
