@@ -6,9 +6,10 @@ Per cell (`cell_findings`): what its outcome was and what its verdict means
 bad, so that a pass never reads as "safe"), and one line per op worth naming:
 each op that breaks a user's job's promise, each op whose facts differ from
 the model's, each op the worker holds (unresolved or in conflict) with its
-reason. Per run (`summary`): which strategies and handlers duplicate work,
-lose it (silently, when their jobs reported success), hold ops unresolved,
-where and under which faults, and which are exactly-once.
+reason. Per run (`summary`): which strategies and handlers (on Celery, under
+which delivery setting) duplicate work, lose it (silently, when their jobs
+reported success), hold ops unresolved, where and under which faults, and
+which are exactly-once.
 
 Everything is read from results.json's rows (`ResultRow`), so a stored run
 and the run that made it say the same words.
@@ -169,12 +170,20 @@ def _tally(rows: Sequence[ResultRow], count: Callable[[ResultRow], int], what: t
     return ", ".join(said + [f"{count(r)} at {_place(r)}" for r in rest])
 
 
+def _subject(row: ResultRow) -> tuple[str, str]:
+    """Who a sentence is about: a strategy or handler, and on Celery the delivery setting it ran
+    under (the same strategy under four settings is four subjects)."""
+    return (row.delivery or "", row.strategy)
+
+
 def summary(rows: Sequence[ResultRow]) -> list[str]:
-    """One sentence per strategy or handler, in the order they ran: what it did to the work."""
-    subjects = list(dict.fromkeys(r.strategy for r in rows))
+    """One sentence per strategy or handler (per Celery delivery setting), in the order they ran:
+    what it did to the work."""
     sentences = []
-    for subject in subjects:
-        mine = [r for r in rows if r.strategy == subject]
+    for key in dict.fromkeys(map(_subject, rows)):
+        mine = [r for r in rows if _subject(r) == key]
+        delivery, strategy = key
+        subject = f"celery {delivery}: {strategy}" if delivery else strategy
         said = []
         if duplicating := [r for r in mine if r.duplicate_effects]:
             extra = _tally(duplicating, lambda r: r.duplicate_effects, ("extra effect", "extra effects"))

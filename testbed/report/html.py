@@ -6,9 +6,10 @@ from elsewhere. Sections and their parts carry stable ids, classes and
 data-attributes, so a test (or a reader's browser tools) can find them:
 
 - `#run`: the run's metadata;
-- `#heatmaps`: per fault and scenario (`.group[data-fault][data-scenario]`),
-  a heatmap of strategy x boundary (`td.cell[data-strategy][data-boundary]`,
-  classes `outcome-*` and `verdict-*`) and the article's text table;
+- `#heatmaps`: per fault and scenario, and on Celery per delivery setting
+  (`.group[data-fault][data-scenario][data-delivery]`), a heatmap of strategy
+  x boundary (`td.cell[data-strategy][data-boundary]`, classes `outcome-*` and
+  `verdict-*`) and the article's text table;
 - `#failures`: every cell that differs (`.failure[data-cell]`), its
   differences and, where recorded, its ops (`.op-difference[data-op]`);
 - `#latency`: replay latency per recovery mode (`figure.latency-plot[data-mode]`);
@@ -36,7 +37,7 @@ from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
-from testbed.report.tables import grid_text, grids, legend, load_grid, stored_cell_text, stored_row_key
+from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
 
 DASH = "\u2013"  # an absent value
 OPEN_CELLS, OPEN_ROWS = 3, 60  # timelines open with the page besides the failing cells': so many, so many rows
@@ -161,8 +162,18 @@ def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History])
         heatmap = el("table", caption + "".join(lines), class_="heatmap")
         table = el("pre", esc(grid_text(grid, lambda item: stored_cell_text(item[1]))), class_="text-table")
         body = el("h3", esc(grid.title)) + el("div", heatmap + table, class_="group-body")
-        gid = f"group-{grid.fault}-{grid.scenario}"
-        groups.append(el("div", body, class_="group", id=gid, data_fault=grid.fault, data_scenario=grid.scenario))
+        gid = "-".join(filter(None, ("group", grid.delivery, grid.fault, grid.scenario)))
+        groups.append(
+            el(
+                "div",
+                body,
+                class_="group",
+                id=gid,
+                data_fault=grid.fault,
+                data_scenario=grid.scenario,
+                data_delivery=grid.delivery or None,
+            )
+        )
     chips = el(
         "div",
         "".join(el("span", esc(t), class_=f"chip outcome-{c}") for c, t in _OUTCOMES)
@@ -218,6 +229,7 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
         data_boundary=row.boundary,
         data_fault=row.fault,
         data_scenario=row.scenario,
+        data_delivery=row.delivery,
         data_verdict=verdict,
         data_effects=row.effects,
         data_missing=row.missing_operations,
@@ -352,17 +364,17 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], 
     if not models:
         return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
     opened = _opened(models)
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[str, str, str], list[str]] = {}
     for i, row, model in models:
         block = _timeline_figure(i, document.label(row), model, row, i in opened)
-        groups.setdefault((row.fault, row.scenario), []).append(block)
+        groups.setdefault(_group(row), []).append(block)
     if len(groups) == 1:
         body = "".join(next(iter(groups.values())))
-    else:  # one fold per fault and scenario, as the heatmaps: the page opens short
+    else:  # one fold per fault and scenario (and Celery setting), as the heatmaps: the page opens short
         body = ""
-        for (fault, scenario), blocks in groups.items():
-            members = [(i, m) for i, row, m in models if (row.fault, row.scenario) == (fault, scenario)]
-            name = f"{fault}, scenario {scenario}: {len(members)} cell(s), "
+        for (delivery, fault, scenario), blocks in groups.items():
+            members = [(i, m) for i, row, m in models if _group(row) == (delivery, fault, scenario)]
+            name = f"{grid_title(fault, scenario, delivery)}; {len(members)} cell(s), "
             name += _tally(sum((m.candidates for _, m in members)), _sum_tallies(m.tally for _, m in members))
             summary = el("summary", esc(name))
             body += el(
@@ -372,6 +384,7 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], 
                 open=any(i in opened for i, _ in members),
                 data_fault=fault,
                 data_scenario=scenario,
+                data_delivery=delivery or None,
             )
     kinds = {k for _, _, m in models for r in m.rows for k in r.kinds()}
     outcomes = {r.outcome for _, _, m in models for r in m.rows if r.outcome}
@@ -386,6 +399,11 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], 
     )
     total = sum(m.candidates for _, _, m in models)
     return "timelines", f"Timelines ({total})", intro + timeline_legend(kinds, outcomes) + body
+
+
+def _group(row: ResultRow) -> tuple[str, str, str]:
+    """The heatmap group a row's cell is in: its Celery setting ("" on RQ), fault and scenario."""
+    return (row.delivery or "", row.fault, row.scenario)
 
 
 def _opened(models: Sequence[tuple[int, ResultRow, CellTimeline]]) -> set[int]:
@@ -492,7 +510,8 @@ def _latency_section(
             spans = replay_latency(events)
             if spans is None:
                 continue
-            mode = modes.setdefault(recovery_mode(row.fault, events, default), {"requeue": [], "replay": []})
+            came_back = recovery_mode(row.fault, events, default, row.delivery)
+            mode = modes.setdefault(came_back, {"requeue": [], "replay": []})
             if spans.requeue_ms is not None:
                 mode["requeue"].append((spans.requeue_ms, f"{label}, {op}"))
             if spans.replay_ms is not None:

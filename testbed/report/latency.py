@@ -19,9 +19,14 @@ def replay_latency(events: Iterable[Event]) -> ReplayLatency | None:
     return observer.replay_latency(Noted.from_json(dict(e)) for e in events)
 
 
-def recovery_mode(fault: str, events: Sequence[Event], default_recovery: str | None) -> str:
+def recovery_mode(
+    fault: str, events: Sequence[Event], default_recovery: str | None, delivery: str | None = None
+) -> str:
     """How a killed op's job came back: RQ's Retry after a work-horse kill, or
-    the recovery that requeued a dead worker's job (forced or RQ's own)."""
+    the recovery that requeued a dead worker's job (forced or RQ's own); on
+    Celery, as the task's delivery setting says."""
+    if delivery:
+        return f"{fault}{' (pool child)' * (fault == 'kill')}, celery {delivery}"
     if fault == "kill":
         return "kill (work-horse), requeued by RQ's Retry"
     mode = next((e.get("mode") for e in events if e["event"] == "recovered"), None) or default_recovery

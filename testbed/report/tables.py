@@ -95,6 +95,7 @@ class Grid(Generic[T]):
 
     fault: str
     scenario: str
+    delivery: str  # the Celery delivery setting; "" on RQ
     title: str
     columns: list[str]
     strategies: list[str]
@@ -123,12 +124,16 @@ def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
         columns = [c for c in COLUMN_ORDER if c in present]
         named = {k[0] for k, _ in members}
         strategies = [s for s in STRATEGIES if s in named] + sorted(named - set(STRATEGIES))
-        title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {_summary(scenario)}"
-        if delivery:
-            title = f"celery {delivery} ({_delivery_summary(delivery)}): {title}"
         cells = {(k[0], k[1]): r for k, r in members}
-        out.append(Grid(fault, scenario, title, columns, strategies, cells))
+        out.append(Grid(fault, scenario, delivery, grid_title(fault, scenario, delivery), columns, strategies, cells))
     return out
+
+
+def grid_title(fault: str, scenario: str, delivery: str) -> str:
+    """`kill`, `kill, scenario withdrawn: ...`, `celery acks-late (...): kill`: what a table of
+    these cells is called, wherever the run's cells are shown in groups."""
+    title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {_summary(scenario)}"
+    return f"celery {delivery} ({_delivery_summary(delivery)}): {title}" if delivery else title
 
 
 def _summary(scenario: str) -> str:

@@ -31,6 +31,24 @@ def test_the_summary_says_who_duplicates_who_loses_silently_and_who_is_exactly_o
     ]
 
 
+def test_on_celery_each_sentence_names_the_delivery_setting_its_strategy_ran_under():
+    rows = _rows(
+        row("retry-only", "before-effect", effects=9, missingOperations=1, delivery="early-ack"),
+        row("retry-only", "after-effect", delivery="early-ack"),
+        row("retry-only", "before-effect", effects=9, missingOperations=1, delivery="acks-late"),
+        row("retry-only", "after-effect", effects=11, duplicateEffects=1, delivery="reject-on-lost"),
+        row("provider-key", "after-effect", delivery="reject-on-lost"),
+        row("tasks:send", "after-effect", effects=11, duplicateEffects=1, delivery="app"),
+    )
+    assert findings.summary(rows) == [
+        "celery early-ack: retry-only loses work (1 op missing at before-effect (kill)).",
+        "celery acks-late: retry-only loses work (1 op missing at before-effect (kill)).",
+        "celery reject-on-lost: retry-only duplicates work (1 extra effect at after-effect (kill)).",
+        "celery reject-on-lost: provider-key is exactly-once in every cell (1 faulted, 0 not).",
+        "celery app: tasks:send duplicates work (1 extra effect at after-effect (kill)).",
+    ]
+
+
 def test_no_fault_no_claim():
     assert findings.summary(_rows(row("provider-key", "none"))) == [
         "provider-key lost and repeated no work, but no fault struck it (1 cell)."

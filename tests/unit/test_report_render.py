@@ -178,6 +178,69 @@ def test_one_group_per_fault_and_scenario_with_its_text_table(page):
     assert len(page.one("div", "group", data_fault="timeout").find_all("td", "cell")) == 3
 
 
+def celery_results() -> dict:
+    """A Celery run: the same strategies under two delivery settings, a kill-worker cell under one."""
+    killed = {"kills": 1, "faults": 1, "replays": 1}
+    rows = [
+        row("retry-only", "none", delivery="early-ack"),
+        row("retry-only", "before-effect", effects=9, missingOperations=1, kills=1, faults=1, delivery="early-ack"),
+        row("retry-only", "none", delivery="reject-on-lost"),
+        row(
+            "retry-only",
+            "after-effect",
+            effects=11,
+            duplicateEffects=1,
+            delivery="reject-on-lost",
+            history={"tenant-demo:notification:5": horse_killed(T)},
+            **killed,
+        ),
+        row(
+            "provider-key",
+            "after-effect",
+            fault="kill-worker",
+            delivery="reject-on-lost",
+            history={"tenant-demo:notification:8": worker_killed(T + 20)},
+            **killed,
+        ),
+    ]
+    return document_of(options={"ops": 10, "retries": 1, "engine": "celery"}, rows=rows)
+
+
+def test_a_celery_run_has_one_group_per_delivery_setting_titled_as_its_tables():
+    results = stored.parse(celery_results())
+    dom = parse(html.render(results))
+    groups = dom.find_all("div", "group")
+    assert [(g.attrs["data-delivery"], g.attrs["data-fault"]) for g in groups] == [
+        ("early-ack", "kill"),
+        ("reject-on-lost", "kill"),
+        ("reject-on-lost", "kill-worker"),
+    ]
+    assert len({g.attrs["id"] for g in groups}) == len(groups)
+    titles = [t.title for t in tables.grids(results.rows, tables.stored_row_key)]
+    assert [g.one("h3").all_text() for g in groups] == titles
+    assert titles[0] == "celery early-ack (Celery's default: acknowledged as the task starts): kill"
+    # each setting's control joins its own groups only
+    early = dom.one("div", "group", data_delivery="early-ack")
+    assert {c.attrs["data-delivery"] for c in early.find_all("td", "cell")} == {"early-ack"}
+    assert len(dom.one("div", "group", data_delivery="reject-on-lost", data_fault="kill").find_all("td", "cell")) == 2
+    assert [li.all_text() for li in dom.one("ul", "summary").find_all("li")] == [
+        "celery early-ack: retry-only loses work (1 op missing at before-effect (kill)).",
+        "celery reject-on-lost: retry-only duplicates work (1 extra effect at after-effect (kill)).",
+        "celery reject-on-lost: provider-key is exactly-once in every cell (1 faulted, 0 not).",
+    ]
+    folds = dom.find_all("details", "timeline-group")
+    assert [(f.attrs["data-delivery"], f.attrs["data-fault"]) for f in folds] == [
+        ("reject-on-lost", "kill"),
+        ("reject-on-lost", "kill-worker"),
+    ]
+    assert folds[1].find_all("summary")[0].all_text().startswith(f"{titles[2]}; 1 cell(s)")
+    # what brought a killed task back is Celery's setting, not RQ's Retry
+    assert [p.attrs["data-mode"] for p in dom.find_all("figure", "latency-plot")] == [
+        "kill (pool child), celery reject-on-lost",
+        "kill-worker, celery reject-on-lost",
+    ]
+
+
 def test_one_timeline_per_cell_a_row_per_faulted_op(page):
     figures = {f.attrs["data-cell"]: f for f in page.find_all("figure", "cell-timeline")}
     assert {label: [r.attrs["data-op"] for r in f.find_all("g", "op-row")] for label, f in figures.items()} == {
