@@ -112,6 +112,11 @@ class Supervisor:
             self._env[TOKEN_ENV] = provider_token
         if celery is not None:
             self._env |= celery.env(run_prefix)
+            # Celery's pool makes a temp dir in each worker, removed by an exit handler that a worker
+            # never runs (the zygote's forks end with os._exit; a killed one ends at once): the run's.
+            tmp = self._dir / "tmp"
+            tmp.mkdir(exist_ok=True)
+            self._env["TMPDIR"] = str(tmp)
         self._started = 0
         self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}
