@@ -24,6 +24,17 @@ preload it, as `testbed chaos --handler`'s do:
     def lab():
         with started_lab(preload=["myapp.agent:send"]) as lab:
             yield lab
+
+On Celery (`pip install 'testbed[celery]'`), the same calls take the engine: the job under
+Celery's delivery settings, or a task of the user's own app under its own options:
+
+    rows = lab.run("myapp.jobs:send", engine="celery", delivery=["early-ack", "reject-on-lost"])
+    rows = lab.run("myapp.tasks:send", celery_app="myapp.celery:app")
+    lab.explore("myapp.jobs:send", engine="celery", delivery="acks-late", budget=50)
+
+A lab's workers are RQ's: its first run on Celery starts a stack of its own with Celery's
+workers (one per Celery configuration), kept for its later runs and stopped with the lab.
+Nothing of Celery is imported until then.
 """
 
 from __future__ import annotations
@@ -128,13 +139,17 @@ class Rows(list["Row"]):
 
 
 class Lab:
-    """The started stack; `run` runs cells on it, as `testbed chaos` does."""
+    """The started stack; `run` runs cells on it, as `testbed chaos` does. Jobs on Celery run on
+    stacks of their own, one per Celery configuration, started as a run first needs one and
+    stopped on `engines`' exit."""
 
-    def __init__(self, stack: Any, name: str = "") -> None:
+    def __init__(self, stack: Any, name: str, engines: contextlib.ExitStack) -> None:
         self.stack = stack
         # Before its cells' ids: the session's labs share its run id, and ops' ids stay unique.
         self.name = name
         self._runs = 0
+        self._engines = engines
+        self._celery: dict[Any, Any] = {}  # CeleryWorkers -> its started stack
 
     def run(
         self,
@@ -153,13 +168,20 @@ class Lab:
         client_timeout: float = 0.5,
         cell_timeout: float = 120.0,
         parallel: int = 2,
+        engine: str = "rq",
+        delivery: Iterable[str] = (),
+        celery_app: str | None = None,
+        visibility_timeout: int | None = None,
     ) -> Rows:
         """Each handler (and built-in strategy) at each boundary, fault and scenario: the
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
-        the handlers' work-horses (the workers are already running)."""
+        the handlers' work-horses (the workers are already running). On Celery
+        (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
+        named), or the handler, a task of `celery_app` (`module:app`), under its own options."""
         from testbed.errors import RunFailure, UsageError
         from testbed.judge.promises import parse_promise
         from testbed.lab import session, userjobs
+        from testbed.lab.engine import EngineChoice, on_engine
         from testbed.lab.options import RunOptions, every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
 
@@ -169,6 +191,9 @@ class Lab:
             raise UsageError("lab.run needs a handler or a strategy")
         refuse_untested(cells, every_nth(every), ops)
         parse_promise(promise)
+        choice = EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout)
+        prepared = userjobs.prepare(handlers, paths, promise, env, celery_app=celery_app)
+        stack, cells = on_engine(choice, self.stack.options, cells, retries, handlers, prepared)
         self._runs += 1
         options = RunOptions(
             cells=cells,
@@ -179,7 +204,7 @@ class Lab:
             cell_timeout=cell_timeout,
             parallel=parallel,
             promise=promise,
-            paths=userjobs.prepare(handlers, paths, promise, env),
+            paths=prepared,
             env=dict(env or {}),
             cell_prefix=f"{self.name}r{self._runs}c",
         )
@@ -187,7 +212,7 @@ class Lab:
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 
-        ran = session.run_cells(self.stack, options, judged)
+        ran = session.run_cells(self._on(stack), options, judged)
         if ran.failure is not None:
             raise RunFailure(ran.failure)
         return Rows(ran.rows, run_caption(ops, every, retries))
@@ -202,7 +227,7 @@ class Lab:
         seed: int | None = 0,
         ops: int = 3,
         retries: int = 3,
-        scenarios: Sequence[str] = ("none", "duplicate-enqueue"),
+        scenarios: Sequence[str] = (),
         promise: str = "exactly-once",
         paths: Sequence[str] = (),
         env: dict[str, str] | None = None,
@@ -210,18 +235,27 @@ class Lab:
         confirm: int = 3,
         client_timeout: float = 0.5,
         cell_timeout: float = 120.0,
+        engine: str = "rq",
+        delivery: str | None = None,
+        celery_app: str | None = None,
+        visibility_timeout: int | None = None,
     ) -> Exploration:
         """Random crash schedules for each handler (and strategy), as `testbed explore` runs them:
         up to `budget` trials (or `seconds`) of up to `ops` ops, every attempt but the last
-        possibly struck. Fails with the smallest schedule found that breaks the promise, in
-        words and as the file `testbed chaos --schedule` replays; else returns what it tried."""
+        possibly struck, under `scenarios` (default: none and duplicate-enqueue). On Celery
+        (`engine="celery"`), under one `delivery` setting, or the handler a task of `celery_app`.
+        Fails with the smallest schedule found that breaks the promise, in words and as the
+        file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
         from testbed.errors import UsageError
         from testbed.experiment.scenarios import parse_scenario
         from testbed.explore.search import Search, explore, targets_of
+        from testbed.explore.space import faults_for, scenarios_for
         from testbed.explore.trials import Trials, TrialSettings
         from testbed.judge.promises import parse_promise
         from testbed.lab import userjobs
+        from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, one_delivery
+        from testbed.lab.options import parse_engine
         from workers.strategies import parse_strategy
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
@@ -229,14 +263,20 @@ class Lab:
         if not names and not handlers:
             raise UsageError("lab.explore needs a handler or a strategy")
         parse_promise(promise)
-        for scenario in scenarios:
-            parse_scenario(scenario)
+        choice = EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout)
+        chosen, deliveries = parse_engine(choice.engine, choice.deliveries, celery_app)
+        setting = one_delivery(deliveries)
+        drawn = scenarios_for([parse_scenario(s).name for s in scenarios], setting)
+        prepared = userjobs.prepare(handlers, paths, promise, env, celery_app=celery_app)
+        stack = engine_stack(chosen, choice, self.stack.options, retries, handlers, prepared, builtins=bool(names))
         self._runs += 1
-        prepared = userjobs.prepare(handlers, paths, promise, env)
-        settings = TrialSettings(retries, seed or 0, promise, client_timeout, cell_timeout, prepared, dict(env or {}))
+        settings = TrialSettings(
+            retries, seed or 0, promise, client_timeout, cell_timeout, prepared, dict(env or {}), setting
+        )
         targets = targets_of(names, handlers)
-        search = Search(targets, tuple(scenarios), ops, budget, seconds, seed, parallel, confirm=confirm)
-        done = explore(Trials(self.stack, settings, prefix=f"{self.name}x{self._runs}e"), search)
+        faults = faults_for(hosts=False, celery=setting is not None)
+        search = Search(targets, drawn, ops, budget, seconds, seed, parallel, confirm=confirm, faults=faults)
+        done = explore(Trials(self._on(stack), settings, prefix=f"{self.name}x{self._runs}e"), search)
         found = done.counterexample
         if found is not None:
             what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
@@ -245,11 +285,23 @@ class Lab:
                 f"{what} for {found.trial.target.name}: the smallest schedule found"
                 f" (reproduced {done.reproduced} of {len(done.confirmations)} fresh runs):",
                 *(f"    {line}" for line in summary["words"]),
-                "as a schedule file (testbed chaos --schedule FILE):",
+                f"as a schedule file (testbed chaos --schedule FILE{engine_flags(choice, setting)}):",
                 found.trial.schedule.encode().rstrip(),
             ]
             raise AssertionError("\n".join(lines))
         return done
+
+    def _on(self, options: Any) -> Any:
+        """The stack these options ask for: the lab's own, or one with Celery's workers, started
+        on first use (its workers preload the handlers' libraries as they are then)."""
+        if options.celery is None:
+            return self.stack
+        if options.celery not in self._celery:
+            from testbed.lab import session
+
+            started = session.started_stack(self.stack.run_id, options)
+            self._celery[options.celery] = self._engines.enter_context(started)
+        return self._celery[options.celery]
 
 
 @contextlib.contextmanager
@@ -268,8 +320,8 @@ def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers:
     os.environ[USER_JOBS_ENV] = jobs_env([])
     userjobs.prepare(preload, paths)
     number = next(_labs)
-    with session.started_stack(run_id, StackOptions(workers=workers)) as stack:
-        yield Lab(stack, "" if number == 1 else f"l{number}")
+    with session.started_stack(run_id, StackOptions(workers=workers)) as stack, contextlib.ExitStack() as engines:
+        yield Lab(stack, "" if number == 1 else f"l{number}", engines)
 
 
 @pytest.fixture(scope="session")

@@ -88,7 +88,9 @@ def lab_app(url: str, run_prefix: str, retries: int, visibility: int | None) -> 
     """The lab's own app: the built-in job and the user's-function wrapper, once per delivery setting."""
     app = Celery("testbed", set_as_current=False)
     bind(app, url, run_prefix, visibility)
-    # One message reserved per pool child at a time: a worker killed whole holds no other op's.
+    # As few messages reserved per worker as Celery allows while it keeps prefetching (one per
+    # pool child): under early ack a worker fetches its next message as it acknowledges the one
+    # in hand, and a worker killed whole strands it until the visibility timeout.
     app.conf.update(worker_prefetch_multiplier=1)
     for delivery in Delivery:
         options = task_options(delivery, retries)

@@ -32,7 +32,9 @@ from testbed.errors import UsageError
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.lab import userjobs
+from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, one_delivery
 from testbed.lab.layout import COUNTEREXAMPLE
+from testbed.lab.options import parse_engine
 from testbed.lab.store import RunStore
 from workers.strategies import parse_strategy
 
@@ -62,6 +64,7 @@ def parse_duration(text: str) -> float:
         "testbed explore -s provider-key --budget 200 --ops 5",
         "testbed explore -s reconcile -s provider-key --model-only --budget 300",
         "testbed explore --hosts -s provider-key --budget 200   # trials on every worker host, partition too",
+        "testbed explore -s provider-key --engine celery --delivery early-ack --budget 20",
         "testbed chaos --schedule runs/latest/counterexample.json -s record-before",
     ),
 )
@@ -93,7 +96,12 @@ def explore(
     ops: Annotated[int, Option("--ops", metavar="N", help="Ops per trial at most (1 to 10).")] = 3,
     retries: Annotated[
         int,
-        Option("--retries", metavar="N", help="RQ retries per job (1 to 10); faults strike all attempts but the last."),
+        Option(
+            "--retries",
+            metavar="N",
+            help="RQ retries per job (1 to 10; on Celery, autoretry's max_retries); faults strike all attempts"
+            " but the last (on Celery, those its delivery setting runs).",
+        ),
     ] = 3,
     scenario: Annotated[
         list[str] | None,
@@ -101,7 +109,7 @@ def explore(
             "--scenario",
             metavar="SCENARIO",
             help=f"Scenario trials are drawn under (repeatable; the first for half of them): {SCENARIO_NAMES}."
-            " Default: none and duplicate-enqueue.",
+            " Default: none and duplicate-enqueue (on Celery, none only, but under acks-late or reject-on-lost).",
         ),
     ] = None,
     parallel: Annotated[int, Option("--parallel", metavar="N", help="Trials in flight at once (1 to 16).")] = 4,
@@ -121,7 +129,7 @@ def explore(
     built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
     to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`."""
     from testbed.explore.search import Search, targets_of
-    from testbed.explore.space import faults_for
+    from testbed.explore.space import faults_for, scenarios_for
     from testbed.explore.trials import TrialSettings
 
     handlers = handler or []
@@ -130,7 +138,6 @@ def explore(
         raise UsageError("explore needs -s STRATEGY or --handler MODULE:FUNCTION (repeatable)")
     if model_only and handlers:
         raise UsageError("--model-only checks the model of the built-in strategies: not with --handler")
-    scenarios = parse_all(scenario, lambda s: parse_scenario(s).name) or ["none", "duplicate-enqueue"]
     seconds = None if time_limit is None else parse_duration(time_limit)
     if budget is None and seconds is None:
         budget = 100
@@ -143,15 +150,23 @@ def explore(
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     timeout = 120.0 if cell_timeout is None else cell_timeout
     checks.finite("--cell-timeout", timeout, 1, 7 * 86_400)
+    choice = stack_args.engine_choice()
+    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
+    delivery = one_delivery(deliveries)
+    scenarios = list(scenarios_for(parse_all(scenario, lambda s: parse_scenario(s).name) or [], delivery))
     stack, mode = stack_options(stack_args)
-    faults = faults_for(stack.remote is not None)
+    faults = faults_for(stack.remote is not None, celery=delivery is not None)
     stack = hosts.fit_faults(stack, faults)
     if mode != "forced":
         raise UsageError("explore brings back a killed worker's job at once: --recovery forced")
-    paths = userjobs.prepare(handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout)
+    paths = userjobs.prepare(
+        handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=choice.celery_app
+    )
+    stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins=bool(names))
     meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": promise, "ops": ops}
     meta |= {"retries": retries, "scenarios": scenarios, "parallel": parallel, "modelOnly": model_only}
     meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
+    meta |= {"delivery": delivery} if delivery is not None else {}
     meta |= {"recovery": mode, "faults": list(faults), "workerSettings": vars_of(stack.settings)}
     out = Output("explore", json_path, meta, seed, store_args)
     out.check()
@@ -169,12 +184,19 @@ def explore(
         None if store is None else store_args.store / ".hypothesis",
         faults,
     )
-    settings = TrialSettings(retries, seed or 0, promise, client_timeout, timeout, paths)
-    return _explore(stack, search, settings, out, store, promise, list(path or []))
+    settings = TrialSettings(retries, seed or 0, promise, client_timeout, timeout, paths, delivery=delivery)
+    return _explore(stack, search, settings, out, store, promise, list(path or []), choice)
 
 
 def _explore(
-    stack: Any, search: Any, settings: Any, out: Output, store: RunStore | None, promise: str, paths: list[Path]
+    stack: Any,
+    search: Any,
+    settings: Any,
+    out: Output,
+    store: RunStore | None,
+    promise: str,
+    paths: list[Path],
+    choice: EngineChoice,
 ) -> int:
     """The exploration on a stack of its own; its results kept like any run's, its
     counterexample beside them. A stack that fails keeps the trials judged before (exit 3)."""
@@ -207,7 +229,7 @@ def _explore(
         if found is not None and ran.stored is not None:
             saved = ran.stored.path / COUNTEREXAMPLE
             saved.write_text(found.trial.schedule.encode())
-            replay = _replay_command(saved, found, promise, paths, stack.remote is not None)
+            replay = _replay_command(saved, found, promise, paths, stack.remote is not None, choice)
         summary = {"explore": exploration.to_json(replay)}
     out.keep(ran, store, summary)
     explored = results.parse(out.document(ran, summary)).explore
@@ -231,11 +253,14 @@ def _heard(judged: Judged, phase: str) -> None:
     print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
-def _replay_command(saved: Path, found: Judged, promise: str, paths: list[Path], hosts: bool) -> str:
-    """The command that runs the counterexample again, on the same kind of stack (a partition needs the hosts)."""
+def _replay_command(
+    saved: Path, found: Judged, promise: str, paths: list[Path], hosts: bool, choice: EngineChoice
+) -> str:
+    """The command that runs the counterexample again, on the same kind of stack (a partition needs
+    the hosts; a trial on Celery, its engine and delivery setting)."""
     target = found.trial.target
     what = f"--handler {target.name}" if target.handler else f"-s {target.name}"
     extra = "".join(f" --path {p}" for p in paths) if target.handler else ""
     extra += " --hosts" if hosts else ""
     extra += "" if promise == "exactly-once" else f" --promise {promise}"
-    return f"testbed chaos --schedule {saved} {what}{extra}"
+    return f"testbed chaos --schedule {saved} {what}{extra}{engine_flags(choice, found.row.cell.delivery)}"

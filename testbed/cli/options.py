@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 from typer import Option
 
@@ -21,6 +21,9 @@ from labcore.delivery import Delivery
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
 from workers.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from testbed.lab.engine import EngineChoice
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
 BOUNDARY_NAMES = ", ".join(b.value for b in ORDER)
@@ -160,6 +163,11 @@ class StackArgs:
             help="File holding the provider's token (else $TESTBED_PROVIDER_TOKEN).",
         ),
     ] = None
+
+    def engine_choice(self) -> EngineChoice:
+        from testbed.lab.engine import EngineChoice
+
+        return EngineChoice(self.engine, tuple(self.delivery or ()), self.celery_app, self.visibility_timeout)
 
 
 @dataclass(frozen=True, slots=True)

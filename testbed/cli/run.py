@@ -3,7 +3,6 @@ input first, then one shared path runs it, keeps it and reports it."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -51,16 +50,14 @@ from testbed.experiment.selection import (
 )
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import CELERY_RESTORE_SWEEP, CELERY_VISIBILITY, CeleryWorkers, WorkerSettings
-from testbed.lab import userjobs
+from testbed.lab import engine, userjobs
 from testbed.lab.files import replaced
 from testbed.lab.layout import REPORT, RESULTS
 from testbed.lab.options import (
     RunOptions,
-    engine_cells,
     every_nth,
     load_schedule,
     matrix_cells,
-    parse_engine,
     refuse_untested,
     schedule_cells,
     scheduled,
@@ -119,33 +116,8 @@ def _cell_timeout(
 def on_engine(
     args: StackArgs, stack: StackOptions, cells: list[Cell], retries: int, handlers: list[str], paths: Sequence[str]
 ) -> tuple[StackOptions, list[Cell]]:
-    """The stack and cells for the engine asked for: as they are on RQ; on Celery, the stack's
-    workers Celery's and each cell once per delivery setting. A UsageError says why not."""
-    engine, deliveries = parse_engine(args.engine, args.delivery or [], args.celery_app)
-    if engine is Engine.RQ:
-        if args.visibility_timeout is not None:
-            raise UsageError("--visibility-timeout is a Celery setting: it needs --engine celery")
-        return stack, cells
-    if stack.remote is not None:
-        raise UsageError("--engine celery runs its workers on this machine: not with --hosts")
-    if args.recovery != Recovery.FORCED:
-        raise UsageError("--recovery is RQ's: on Celery a killed task comes back as its delivery settings say")
-    if args.visibility_timeout is not None:
-        checks.finite("--visibility-timeout", args.visibility_timeout, 1, 7 * 86_400)
-    task = None
-    if args.celery_app is not None:
-        if len(handlers) != 1 or any(c.handler is None for c in cells):
-            raise UsageError("--celery-app runs one --handler, a task of the app, and no built-in strategy (-s)")
-        task = handlers[0]
-    if importlib.util.find_spec("celery") is None:
-        raise SetupError("--engine celery needs Celery: pip install 'testbed[celery]'")
-    celery = CeleryWorkers(retries, args.visibility_timeout, args.celery_app, task, tuple(paths))
-    if args.celery_app is not None:
-        from workers.celery_app import overrides
-
-        set_by_lab = ", ".join(overrides("", "", args.visibility_timeout))
-        print(f"testbed: the run sets in {args.celery_app}'s configuration: {set_by_lab}", file=sys.stderr)
-    return replace(stack, celery=celery), engine_cells(cells, deliveries)
+    """The stack and cells for the engine the command line asks for (`testbed.lab.engine`)."""
+    return engine.on_engine(args.engine_choice(), stack, cells, retries, handlers, paths, Recovery(args.recovery))
 
 
 def rq_recovery_note(settings: WorkerSettings) -> str:
@@ -308,7 +280,7 @@ def _expectations(overrides: dict[Cell, dict[str, int]]) -> dict[str, list[int]]
 def shared_meta(stack_args: StackArgs) -> dict[str, Any]:
     redis = "shared" if stack_args.redis_url else "private"
     meta: dict[str, Any] = {"workers": stack_args.workers, "redis": redis}
-    if stack_args.engine != Engine.RQ or stack_args.celery_app is not None:
+    if stack_args.engine_choice().celery:
         meta["engine"] = Engine.CELERY.value
         meta |= {"celeryApp": stack_args.celery_app} if stack_args.celery_app else {}
         meta |= {"visibilityTimeout": stack_args.visibility_timeout} if stack_args.visibility_timeout else {}

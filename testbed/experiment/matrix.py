@@ -27,10 +27,12 @@ class Cell:
     delivery: str | None = None
 
     @classmethod
-    def trial(cls, target: str, schedule: Schedule, handler: bool) -> Cell:
-        """A schedule run as a cell, by a built-in strategy or (`handler`) a user's job."""
+    def trial(cls, target: str, schedule: Schedule, handler: bool, delivery: str | None = None) -> Cell:
+        """A schedule run as a cell, by a built-in strategy or (`handler`) a user's job (on Celery,
+        under `delivery`)."""
         fault = min(schedule.faults, default=Fault.KILL)
-        return cls(target, None, fault, schedule.scenario, handler=target if handler else None, schedule=schedule)
+        user = target if handler else None
+        return cls(target, None, fault, schedule.scenario, handler=user, schedule=schedule, delivery=delivery)
 
     @property
     def where(self) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.coverage import Coverage
-from testbed.explore.space import FAULTS, Target, Trial, batches, trials
+from testbed.explore.space import FAULTS, Target, Trial, batches, policy_of, trials
 from testbed.explore.trials import Found, Judged, Trials, TrialSettings
 from testbed.explore.words import trial_lines
 
@@ -61,6 +61,7 @@ class Search:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
         what += [settings.promise, self.model_only, self.faults]
+        what += [settings.delivery] if settings.delivery is not None else []  # a search on Celery
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
 
@@ -184,7 +185,9 @@ def explore(run: Trials, search: Search) -> Exploration:
     database = None if seeded or search.database is None else DirectoryBasedExampleDatabase(search.database)
     phases = [Phase.generate, Phase.shrink] if database is None else [Phase.reuse, Phase.generate, Phase.shrink]
     held = run.workers - 1  # a worker left to run the held ops' duplicates
-    trial = trials(search.targets, search.scenarios, search.max_ops, run.settings.retries, search.faults, held)
+    retries = run.settings.retries
+    policy = policy_of(run.settings.delivery, retries)
+    trial = trials(search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy)
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).

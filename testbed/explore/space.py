@@ -21,6 +21,15 @@ first target named.
   schedules are made to fit (`fitted`).
 - Across worker hosts the provider is not the run's to crash: `partition`
   takes `provider-crash`'s place (`faults_for`).
+- On Celery, trials run under one delivery setting, which may run no attempt
+  after a fault (early acknowledgement): an op's strikes stop before the
+  first attempt the setting never runs (`reachable`), so the search does not
+  try one trial under many names. No whole worker is killed: a Celery worker
+  killed with a message unacknowledged (its task's, or one it had reserved
+  for another op) leaves it to the broker's restore, after the visibility
+  timeout (an hour by default), longer than any trial (`faults_for`). Under a
+  setting that acknowledges a task as it starts, no op is held for its
+  duplicate by default (`scenarios_for`).
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from labcore.boundaries import ORDER, Boundary
-from labcore.faults import RULES, Fault
+from labcore.delivery import APP, SETTINGS, Cause, Delivery, Redelivery, redelivery
+from labcore.faults import RULES, Fault, cause_of
 from labcore.plan import Armed
 from labcore.schedule import Schedule
+from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS, Nemesis
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, legal
 
@@ -44,8 +55,48 @@ HOST_FAULTS = (Fault.KILL, Fault.TIMEOUT, Fault.KILL_WORKER, Fault.LATE, Fault.P
 ALONE_SHARE = 10  # one trial in this many may strike with a fault that makes it run alone
 
 
-def faults_for(hosts: bool) -> tuple[Fault, ...]:
-    return HOST_FAULTS if hosts else FAULTS
+def faults_for(hosts: bool, celery: bool = False) -> tuple[Fault, ...]:
+    faults = HOST_FAULTS if hosts else FAULTS
+    return tuple(f for f in faults if f is not Fault.KILL_WORKER) if celery else faults
+
+
+DEFAULT_SCENARIOS = ("none", "duplicate-enqueue")
+
+
+def scenarios_for(asked: Sequence[str], delivery: str | None) -> tuple[str, ...]:
+    """The scenarios trials are drawn under: those asked for, else the default ones the engine can
+    run. Under a Celery setting that acknowledges a task as it starts, a worker whose op is held
+    takes the next message meanwhile, which may be a held op's duplicate: both would wait for ever.
+    A user's app (`APP`) may acknowledge early: duplicate-enqueue only where asked for."""
+    if delivery is None or (delivery != APP and SETTINGS[Delivery(delivery)].options["acks_late"]):
+        return tuple(asked) or DEFAULT_SCENARIOS
+    held = [s for s in asked if SCENARIOS[s].nemesis is Nemesis.DUPLICATE]
+    if held and delivery != APP:
+        raise UsageError(
+            f"scenario {held[0]} under {delivery}: a worker holding an op takes the next message, which may be"
+            " the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
+        )
+    return tuple(asked) or tuple(s for s in DEFAULT_SCENARIOS if SCENARIOS[s].nemesis is not Nemesis.DUPLICATE)
+
+
+def policy_of(delivery: str | None, retries: int) -> Redelivery | None:
+    """What the queue does with a struck attempt under a Celery delivery setting; None where every
+    attempt up to the last runs: on RQ (`retries` shared by every cause), or under the options of a
+    user's own Celery app (`APP`), which the lab does not know."""
+    return None if delivery is None or delivery == APP else redelivery(delivery, retries)
+
+
+def reachable(strikes: tuple[Armed, ...], policy: Redelivery) -> tuple[Armed, ...]:
+    """An op's strikes up to the first on an attempt the queue never runs: one after an attempt
+    that a strike ended and the `policy` does not run again, or after an attempt left clean, which
+    ends the op unless it raised (and an error is retried only as the policy says)."""
+    causes: list[Cause] = []  # how each attempt before the strike ended, at best
+    for n, a in enumerate(strikes):
+        causes += [Cause.ERROR] * (a.attempt - 1 - len(causes))
+        if not policy.again(causes):
+            return strikes[:n]
+        causes.append(cause_of(a.fault))
+    return strikes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +121,15 @@ def _attempts(choices: list[tuple[Boundary, Fault] | None]) -> tuple[Armed, ...]
     return tuple(Armed(n, *choice) for n, choice in enumerate(choices, 1) if choice is not None)
 
 
-def op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.SearchStrategy[tuple[Armed, ...]]:
-    """One op's strikes under the scenario."""
+def op_strikes(
+    scenario: str, retries: int, faults: Sequence[Fault], policy: Redelivery | None = None
+) -> st.SearchStrategy[tuple[Armed, ...]]:
+    """One op's strikes under the scenario; with a `policy`, only those on attempts the queue runs."""
+    drawn = _op_strikes(scenario, retries, faults)
+    return drawn if policy is None else drawn.map(lambda armed: reachable(armed, policy))
+
+
+def _op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.SearchStrategy[tuple[Armed, ...]]:
     nemesis = SCENARIOS[scenario].nemesis
     if nemesis is Nemesis.DUPLICATE:
         return st.booleans().map(lambda held: (HELD_FOR_DUPLICATE,) if held else ())
@@ -115,13 +173,14 @@ def _trial(
     retries: int,
     faults: Sequence[Fault],
     max_held: int | None,
+    policy: Redelivery | None,
 ) -> Trial:
     target = draw(st.sampled_from(targets))
     # The first scenario for half the trials: the others (a narrower space, often) share the rest.
     scenario = draw(st.sampled_from(scenarios[1:])) if len(scenarios) > 1 and draw(st.booleans()) else scenarios[0]
     alone = any(RULES[f].alone for f in faults) and draw(st.integers(1, ALONE_SHARE)) == ALONE_SHARE
     allowed = [f for f in faults if alone or not RULES[f].alone]
-    ops = draw(st.lists(op_strikes(scenario, retries, allowed), min_size=1, max_size=max_ops))
+    ops = draw(st.lists(op_strikes(scenario, retries, allowed, policy), min_size=1, max_size=max_ops))
     return Trial(target, fitted(Schedule(tuple(ops), scenario, retries), max_held))
 
 
@@ -132,8 +191,9 @@ def trials(
     retries: int,
     faults: Sequence[Fault] = FAULTS,
     max_held: int | None = None,
+    policy: Redelivery | None = None,
 ) -> st.SearchStrategy[Trial]:
-    return _trial(targets, scenarios, max_ops, retries, faults, max_held)
+    return _trial(targets, scenarios, max_ops, retries, faults, max_held, policy)
 
 
 def batches(trial: st.SearchStrategy[Trial], size: int) -> st.SearchStrategy[list[Trial]]:

@@ -55,6 +55,7 @@ class TrialSettings:
     cell_timeout: float = 120.0
     paths: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    delivery: str | None = None  # the Celery delivery setting trials run under; None: RQ
 
 
 class Trials:
@@ -98,7 +99,7 @@ class Trials:
             return []
         s = self.settings
         self._batches += 1
-        cells = [Cell.trial(t.target.name, t.schedule, t.target.handler) for t in trials]
+        cells = [Cell.trial(t.target.name, t.schedule, t.target.handler, s.delivery) for t in trials]
         options = RunOptions(
             cells=cells,
             plan=scheduled,

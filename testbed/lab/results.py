@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,8 +195,7 @@ class ResultRow(Record):
         handler = self.strategy not in STRATEGIES  # a user's job, named as given
         if self.schedule is not None:
             try:
-                trial = Cell.trial(self.strategy, Schedule.from_json(self.schedule), handler)
-                return replace(trial, delivery=self.delivery)
+                return Cell.trial(self.strategy, Schedule.from_json(self.schedule), handler, self.delivery)
             except ScheduleError as exc:
                 raise UsageError(f"row {self.strategy} @ schedule: {exc}") from None
         spread = self.boundary == "random"

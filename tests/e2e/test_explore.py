@@ -84,6 +84,34 @@ def test_held_ops_never_take_every_worker(workdir):
     assert any(s["fault"] == "hold" and s["struck"] for s in summary["coverage"])
 
 
+def test_on_celery_early_ack_loses_the_killed_op_and_the_schedule_replays_it(workdir):
+    """Acknowledged as it starts, a task whose pool child is killed is never run again: the
+    search finds the loss (as the model predicts it), and the schedule replays on the same setting."""
+    pytest.importorskip("celery")
+    store = workdir / "runs"
+    celery = ["--engine", "celery", "--delivery", "early-ack"]
+    args = ["-s", "provider-key", *celery, "--ops", "1", "--retries", "1", "--scenario", "none", "--parallel", "2"]
+    ran = run_testbed(
+        [*args, "--budget", "4", "--confirm", "1", "--seed", "1", "--store", str(store)], workdir, command="explore"
+    )
+    assert ran.code == 1, ran.stderr
+    found = explored(ran)["counterexample"]
+    (strike,) = Schedule.from_json(found["schedule"]).strikes
+    assert (found["found"], strike.attempt, strike.fault) == ("breach", 1, Fault.KILL)
+    (words,) = found["words"]
+    assert words.endswith("0 effects from 0 requests, job failed: missing"), words
+    assert found["replay"].endswith("-s provider-key --engine celery --delivery early-ack")
+    assert ran.results["options"]["delivery"] == "early-ack"
+    assert_left_nothing(ran)
+
+    (workdir / "replay").mkdir()
+    saved = str(store / "latest" / "counterexample.json")
+    replay = run_testbed(["--schedule", saved, "-s", "provider-key", *celery, "--no-store"], workdir / "replay")
+    assert replay.code == 1, replay.stderr
+    (row,) = replay.results["rows"]
+    assert (row["delivery"], row["missingOperations"], row["expected"]["missingOperations"]) == ("early-ack", 1, 1)
+
+
 @pytest.mark.slow
 def test_the_model_predicts_every_trial_of_every_built_in(workdir):
     args = [a for s in BUILT_INS for a in ("-s", s)]
@@ -116,6 +144,11 @@ def test_the_worked_example_passes_the_full_matrix(workdir, monkeypatch):
         (["-s", "reconcile", "--scenario", "sunny"], "unknown scenario 'sunny'"),
         (["--handler", "examples.naive:send", "--model-only"], "--model-only checks the model of the built-in"),
         (["-s", "reconcile", "--hosts", "--provider-url", "ftp://x"], "--provider-url must be an http(s) URL"),
+        (["-s", "reconcile", "--engine", "celery"], "explore searches under one Celery delivery setting at a time"),
+        (
+            ["-s", "reconcile", "--engine", "celery", "--delivery", "autoretry", "--scenario", "duplicate-enqueue"],
+            "scenario duplicate-enqueue under autoretry: a worker holding an op takes the next message",
+        ),
     ],
 )
 def test_bad_explore_input_exits_2_with_one_line(workdir, args, message):

@@ -1,14 +1,26 @@
 """explore's space of trials (pure): what it draws is runnable, and shrinking simplifies
 a trial as a reader would (Hypothesis's own shrinker, on the space's strategies)."""
 
+import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from labcore.boundaries import Boundary
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
 from labcore.schedule import Schedule
+from testbed.errors import UsageError
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, problem
-from testbed.explore.space import Target, Trial, batches, faults_for, fitted, trials
+from testbed.explore.space import (
+    Target,
+    Trial,
+    batches,
+    faults_for,
+    fitted,
+    policy_of,
+    reachable,
+    scenarios_for,
+    trials,
+)
 
 B, F = Boundary, Fault
 TARGETS = (Target("reconcile", False), Target("jobs:send", True))
@@ -100,3 +112,48 @@ def test_holds_past_the_bound_are_released_from_the_last_ops() -> None:
     held = Schedule(((HELD_FOR_DUPLICATE,), (), (HELD_FOR_DUPLICATE,), (HELD_FOR_DUPLICATE,)), "duplicate-enqueue")
     assert fitted(held, max_held=1).held == (0,)
     assert fitted(held, max_held=3) == held
+
+
+def test_on_celery_an_op_is_struck_only_on_attempts_its_setting_runs():
+    kill, timeout = Armed(1, B.BEFORE_EFFECT, F.KILL), Armed(1, B.BEFORE_EFFECT, F.TIMEOUT)
+    again = (Armed(2, B.AFTER_EFFECT, F.KILL), Armed(3, B.JOB_START, F.KILL))
+    assert policy_of(None, 3) is None and policy_of("app", 3) is None  # RQ, and a user's app: every attempt
+    # Early ack: a killed or failed attempt is the op's last.
+    assert reachable((kill, *again), policy_of("early-ack", 3)) == (kill,)
+    # A lost task requeued for ever: every kill reached; an error is not retried.
+    assert reachable((kill, *again), policy_of("reject-on-lost", 3)) == (kill, *again)
+    assert reachable((timeout, *again), policy_of("reject-on-lost", 3)) == (timeout,)
+    # autoretry retries what raised, a kill never; an attempt left clean ends the op unless it raised.
+    assert reachable((timeout, *again), policy_of("autoretry", 3)) == (timeout, again[0])
+    assert reachable((kill, *again), policy_of("autoretry", 3)) == (kill,)
+    assert reachable(again, policy_of("autoretry", 3)) == again[:1]
+    assert reachable(again, policy_of("acks-late", 3)) == ()
+
+
+@QUICK
+@given(
+    trials(
+        TARGETS,
+        ("none",),
+        max_ops=3,
+        retries=3,
+        faults=faults_for(False, celery=True),
+        policy=policy_of("early-ack", 3),
+    )
+)
+def test_under_early_ack_a_trial_strikes_first_attempts_and_never_a_whole_worker(trial):
+    assert all(a.attempt == 1 for a in trial.schedule.strikes)
+    assert Fault.KILL_WORKER not in trial.schedule.faults and problem(trial.schedule) is None
+
+
+def test_scenarios_drawn_on_each_engine():
+    assert scenarios_for([], None) == scenarios_for([], "acks-late") == ("none", "duplicate-enqueue")
+    assert scenarios_for([], "early-ack") == scenarios_for([], "autoretry") == ("none",)
+    assert scenarios_for(["remint"], "early-ack") == ("remint",)
+    # A user's app's options are its own: it may acknowledge early too, if the user says so.
+    assert scenarios_for([], "app") == ("none",) and scenarios_for(["duplicate-enqueue"], "app") == (
+        "duplicate-enqueue",
+    )
+    # Acknowledged as it starts, a held op's worker takes the next message: perhaps its own duplicate.
+    with pytest.raises(UsageError, match="scenario duplicate-enqueue under early-ack: a worker holding an op"):
+        scenarios_for(["none", "duplicate-enqueue"], "early-ack")

@@ -1,0 +1,113 @@
+"""The queue a run's jobs go through, as a command or a test asks for it: RQ's workers
+as they are, or Celery's, each cell once per delivery setting (`labcore.delivery`).
+The command line and the pytest plugin ask the same way (`EngineChoice`); nothing
+here imports Celery, which only a Celery run's workers and queue client do."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from labcore.delivery import Delivery, Engine
+from testbed.errors import SetupError, UsageError
+from testbed.experiment.matrix import Cell
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import CeleryWorkers
+from testbed.lab.options import engine_cells, parse_engine
+from testbed.nemesis.recovery import Recovery
+
+MAX_VISIBILITY = 7 * 86_400  # seconds
+
+
+@dataclass(frozen=True, slots=True)
+class EngineChoice:
+    """The engine asked for, as given: its name, the delivery settings (none: all of them on
+    Celery), a user's Celery app (`module:app`), and the broker's visibility timeout."""
+
+    engine: str = Engine.RQ.value
+    deliveries: tuple[str, ...] = ()
+    celery_app: str | None = None
+    visibility_timeout: int | None = None
+
+    @property
+    def celery(self) -> bool:
+        return self.engine != Engine.RQ or self.celery_app is not None
+
+
+def on_engine(
+    choice: EngineChoice,
+    stack: StackOptions,
+    cells: Sequence[Cell],
+    retries: int,
+    handlers: Sequence[str],
+    paths: Sequence[str],
+    recovery: Recovery = Recovery.FORCED,
+) -> tuple[StackOptions, list[Cell]]:
+    """The stack and cells for the engine asked for: as they are on RQ; on Celery, the stack's
+    workers Celery's and each cell once per delivery setting. A UsageError says why not."""
+    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
+    builtins = any(c.handler is None for c in cells)
+    stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins, recovery)
+    return stack, engine_cells(cells, deliveries)
+
+
+def engine_stack(
+    engine: Engine,
+    choice: EngineChoice,
+    stack: StackOptions,
+    retries: int,
+    handlers: Sequence[str],
+    paths: Sequence[str],
+    builtins: bool,
+    recovery: Recovery = Recovery.FORCED,
+) -> StackOptions:
+    """The stack with the engine's workers: as it is on RQ; Celery's workers, running the lab's
+    app (`retries`: autoretry's max_retries) or the user's (one handler, its task, and no
+    built-in strategy: `builtins` says if one runs)."""
+    if engine is Engine.RQ:
+        if choice.visibility_timeout is not None:
+            raise UsageError("--visibility-timeout is a Celery setting: it needs --engine celery")
+        return stack
+    if stack.remote is not None:
+        raise UsageError("--engine celery runs its workers on this machine: not with --hosts")
+    if recovery is not Recovery.FORCED:
+        raise UsageError("--recovery is RQ's: on Celery a killed task comes back as its delivery settings say")
+    visibility = choice.visibility_timeout
+    if visibility is not None and not 1 <= visibility <= MAX_VISIBILITY:
+        raise UsageError(f"--visibility-timeout must be from 1 to {MAX_VISIBILITY:,} (got {visibility})")
+    task = None
+    if choice.celery_app is not None:
+        if len(handlers) != 1 or builtins:
+            raise UsageError("--celery-app runs one --handler, a task of the app, and no built-in strategy (-s)")
+        task = handlers[0]
+    if importlib.util.find_spec("celery") is None:
+        raise SetupError("--engine celery needs Celery: pip install 'testbed[celery]'")
+    celery = CeleryWorkers(retries, visibility, choice.celery_app, task, tuple(paths))
+    if choice.celery_app is not None:
+        from workers.celery_app import overrides
+
+        set_by_lab = ", ".join(overrides("", "", visibility))
+        print(f"testbed: the run sets in {choice.celery_app}'s configuration: {set_by_lab}", file=sys.stderr)
+    return replace(stack, celery=celery)
+
+
+def one_delivery(deliveries: Sequence[str]) -> str | None:
+    """The one delivery setting a search runs under (None: on RQ); a UsageError if there are several,
+    as there are when none was named on Celery."""
+    if len(deliveries) <= 1:
+        return deliveries[0] if deliveries else None
+    raise UsageError(
+        "explore searches under one Celery delivery setting at a time:"
+        f" name one with --delivery ({', '.join(Delivery)})"
+    )
+
+
+def engine_flags(choice: EngineChoice, delivery: str | None) -> str:
+    """The options that run a command again on the same engine as a cell ran (`delivery`, its
+    setting): none on RQ."""
+    if not choice.celery:
+        return ""
+    flags = f" --celery-app {choice.celery_app}" if choice.celery_app else f" --engine celery --delivery {delivery}"
+    return flags + (f" --visibility-timeout {choice.visibility_timeout}" if choice.visibility_timeout else "")

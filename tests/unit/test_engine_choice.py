@@ -1,0 +1,58 @@
+"""The engine a run asks for (pure): its stack and cells on RQ or Celery, as the command line and
+the pytest plugin ask for them alike, and the options that put a replay on the same engine."""
+
+import re
+
+import pytest
+
+from labcore.boundaries import Boundary
+from testbed.errors import UsageError
+from testbed.experiment.matrix import Cell
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import CeleryWorkers
+from testbed.lab.engine import EngineChoice, engine_flags, on_engine, one_delivery
+
+CELLS = [Cell("retry-only", Boundary.AFTER_EFFECT), Cell("jobs:send", Boundary.AFTER_EFFECT, handler="jobs:send")]
+
+
+def test_on_rq_the_stack_and_cells_stay_as_they_are():
+    stack, cells = on_engine(EngineChoice(), StackOptions(), CELLS, 1, ["jobs:send"], ())
+    assert (stack, cells) == (StackOptions(), CELLS)
+
+
+def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers():
+    choice = EngineChoice("celery", ("reject-on-lost", "early-ack"), visibility_timeout=30)
+    stack, cells = on_engine(choice, StackOptions(workers=2), CELLS, 2, ["jobs:send"], ("/src",))
+    assert stack == StackOptions(workers=2, celery=CeleryWorkers(2, 30, None, None, ("/src",)))
+    assert [(c.delivery, c.strategy) for c in cells] == [
+        ("reject-on-lost", "retry-only"),
+        ("reject-on-lost", "jobs:send"),
+        ("early-ack", "retry-only"),
+        ("early-ack", "jobs:send"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "message"),
+    [
+        (EngineChoice(visibility_timeout=30), "--visibility-timeout is a Celery setting"),
+        (EngineChoice("celery", visibility_timeout=0), "--visibility-timeout must be from 1 to 604,800 (got 0)"),
+        (EngineChoice(celery_app="jobs:app"), "--celery-app runs one --handler, a task of the app, and no built-in"),
+    ],
+)
+def test_a_choice_that_cannot_run_says_why(choice, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        on_engine(choice, StackOptions(), CELLS, 1, ["jobs:send"], ())
+
+
+def test_a_search_runs_under_one_setting():
+    assert one_delivery([]) is None and one_delivery(["acks-late"]) == "acks-late"
+    with pytest.raises(UsageError, match="one Celery delivery setting at a time: name one with --delivery"):
+        one_delivery(["early-ack", "acks-late"])
+
+
+def test_a_replay_runs_on_the_engine_its_cell_ran_on():
+    assert engine_flags(EngineChoice(), None) == ""
+    assert engine_flags(EngineChoice("celery", ()), "early-ack") == " --engine celery --delivery early-ack"
+    app = EngineChoice(celery_app="jobs:app", visibility_timeout=30)
+    assert engine_flags(app, "app") == " --celery-app jobs:app --visibility-timeout 30"
