@@ -362,6 +362,8 @@ def chaos(
         handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=stack_args.celery_app
     )
     stack, cells = on_engine(stack_args, stack, cells, retries, handlers, paths)
+    if overrides and stack.celery is not None:
+        raise UsageError("--expect names cells of RQ's table: not with --engine celery (one table per setting)")
     from testbed.report import tables as report
 
     meta: dict[str, Any] = {"matrix": matrix}

@@ -99,6 +99,7 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
         (["--engine", "huey"], "unknown engine 'huey'"),
         (["--visibility-timeout", "5"], "--visibility-timeout is a Celery setting"),
         (["--engine", "celery", "--recovery", "rq"], "--recovery is RQ's"),
+        (["--engine", "celery", "--expect", "retry-only@after-effect=110/0"], "--expect names cells of RQ's table"),
         (
             ["--celery-app", "tests.e2e.test_celery:app", "--handler", "examples.naive:send", "--path", ROOT],
             "handler examples.naive:send: not a task of the Celery app tests.e2e.test_celery:app",
