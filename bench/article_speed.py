@@ -40,41 +40,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the benchmarks' helpers
 
 from sides import CHAOS_JOBS, CHAOS_WORKERS, SUPPORT, compile_project, load_average
-
-
-@dataclass(frozen=True, slots=True)
-class Timed:
-    """One program's run: its wall time, and its CPU time and page faults (minor and
-    major), its own and every reaped descendant's, as the kernel counts them for `wait4`."""
-
-    wall: float
-    cpu: float
-    faults: int
-
-
-def timed(argv: list[str], cwd: Path, stdout: Path) -> Timed:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    with open(stdout, "w") as out:
-        subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL, check=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return Timed(wall, cpu, after.ru_minflt + after.ru_majflt - before.ru_minflt - before.ru_majflt)
+from whole import Timed, paired, runs, timed
 
 
 def lab_first(run: int, control: bool) -> bool:
@@ -83,16 +60,6 @@ def lab_first(run: int, control: bool) -> bool:
     1.03x in one set), and a fixed order would charge that to one side. With
     --control, raw RQ runs both before and after the lab instead."""
     return not control and run % 2 == 1
-
-
-def paired(pairs: list[tuple[Timed, Timed]], field: str) -> float:
-    """The median of the runs' own ratios, the lab's `field` to raw RQ's: each run's programs
-    go back to back and share the machine's speed of the moment, which the medians' ratio does not."""
-    return statistics.median(getattr(ours, field) / getattr(theirs, field) for theirs, ours in pairs)
-
-
-def runs(times: list[float]) -> str:
-    return ", ".join(f"{t:.1f}" for t in times)
 
 
 def main() -> None:
