@@ -88,6 +88,7 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
     restored = ran.row("provider-key", "before-effect", delivery="acks-late")
     assert (restored["effects"], restored["missingOperations"], restored["jobsFailed"]) == (10, 0, 0)
     assert "Celery's visibility timeout 2 s" in ran.stdout
+    assert {"celery", "kombu"} <= set(ran.results["versions"])
     assert_left_nothing(ran)
 
 
