@@ -75,6 +75,25 @@ class CeleryWorkers:
         return env
 
 
+# How long a run's end waits for its work-horses to exit on their own before its workers are stopped.
+HORSES_END = 1.0
+
+
+def _horses_ended(workers: list[WorkerProcess], within: float) -> None:
+    """A run judges a cell once its last job has ended in Redis, and may end a moment before
+    that job's work-horse has exited: stopped then, with its children, what the job left
+    running would be killed uncounted. A work-horse that is still running after `within`
+    (a job that hangs, or was cut short) is left to the stop."""
+    deadline = time.monotonic() + within
+    for worker in workers:
+        try:
+            process = psutil.Process(worker.pid)
+            while process.children() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        except psutil.NoSuchProcess:
+            continue
+
+
 @dataclass(slots=True)
 class WorkerProcess:
     name: str
@@ -204,6 +223,8 @@ class Supervisor:
         `close` once they are: the zygote reports their exits until then."""
         if self._zygote is not None:
             self._zygote.settle()
+        if self._celery is None:  # a Celery worker's pool child lives as long as its worker
+            _horses_ended([w for w in self.workers.values() if not w.killed], HORSES_END)
         procs = [w.proc for w in self.workers.values()]
         self.workers.clear()
         return procs
