@@ -27,7 +27,7 @@ Measured on Celery 5.7 with a Redis broker (the lab's tests hold the model to it
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -146,9 +146,7 @@ def redelivery(delivery: str | None, retries: int) -> Redelivery:
     if delivery is None:
         return Redelivery.rq(retries)
     setting = SETTINGS[Delivery(delivery)]
-    if setting.retried:
-        return Redelivery(setting.redelivery.child_lost, setting.redelivery.worker_lost, retries)
-    return setting.redelivery
+    return replace(setting.redelivery, error=retries) if setting.retried else setting.redelivery
 
 
 def acks_early(delivery: str | None) -> bool:

@@ -254,8 +254,7 @@ class Lab:
         from testbed.explore.trials import Trials, TrialSettings
         from testbed.judge.promises import parse_promise
         from testbed.lab import userjobs
-        from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, one_delivery
-        from testbed.lab.options import parse_engine
+        from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
         from workers.strategies import parse_strategy
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
@@ -264,8 +263,7 @@ class Lab:
             raise UsageError("lab.explore needs a handler or a strategy")
         parse_promise(promise)
         choice = EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout)
-        chosen, deliveries = parse_engine(choice.engine, choice.deliveries, celery_app)
-        setting = one_delivery(deliveries)
+        chosen, setting = searched_setting(choice)
         drawn = scenarios_for([parse_scenario(s).name for s in scenarios], setting)
         prepared = userjobs.prepare(handlers, paths, promise, env, celery_app=celery_app)
         stack = engine_stack(chosen, choice, self.stack.options, retries, handlers, prepared, builtins=bool(names))

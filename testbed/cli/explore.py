@@ -32,9 +32,8 @@ from testbed.errors import UsageError
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.lab import userjobs
-from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, one_delivery
+from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
 from testbed.lab.layout import COUNTEREXAMPLE
-from testbed.lab.options import parse_engine
 from testbed.lab.store import RunStore
 from workers.strategies import parse_strategy
 
@@ -151,8 +150,7 @@ def explore(
     timeout = 120.0 if cell_timeout is None else cell_timeout
     checks.finite("--cell-timeout", timeout, 1, 7 * 86_400)
     choice = stack_args.engine_choice()
-    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
-    delivery = one_delivery(deliveries)
+    engine, delivery = searched_setting(choice)
     scenarios = list(scenarios_for(parse_all(scenario, lambda s: parse_scenario(s).name) or [], delivery))
     stack, mode = stack_options(stack_args)
     faults = faults_for(stack.remote is not None, celery=delivery is not None)

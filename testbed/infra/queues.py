@@ -45,6 +45,9 @@ class JobRequest:
 
 
 class JobQueue(Protocol):
+    # The queue can lose a job that never started (`missing`): the runner looks for such jobs.
+    loses_jobs: bool
+
     def enqueue(self, jobs: Sequence[JobRequest]) -> None: ...
 
     def backlog(self) -> int:
@@ -81,6 +84,7 @@ class RQJobs:
     def __init__(self, redis: Redis, retries: int) -> None:
         from rq import Queue
 
+        self.loses_jobs = False
         self._queue = Queue(QUEUE, connection=redis)
         self._redis = redis
         self._retries = retries
@@ -138,6 +142,7 @@ class CeleryJobs:
 
         from workers import celery_app
 
+        self.loses_jobs = True
         self._app = Celery("testbed-run", set_as_current=False)
         self._app.conf.update(celery_app.overrides(url, run_prefix, None))
         self._redis = redis

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from labcore.delivery import Delivery, Engine
+from labcore.delivery import APP, Delivery, Engine, parse_delivery
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.selection import parse_all
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import CeleryWorkers
-from testbed.lab.options import engine_cells, parse_engine
 from testbed.nemesis.recovery import Recovery
 
 MAX_VISIBILITY = 7 * 86_400  # seconds
@@ -34,6 +34,33 @@ class EngineChoice:
     @property
     def celery(self) -> bool:
         return self.engine != Engine.RQ or self.celery_app is not None
+
+
+def engine_cells(cells: Sequence[Cell], deliveries: Sequence[str]) -> list[Cell]:
+    """The cells as the engine runs them: on RQ (no deliveries) as they are, on Celery once
+    per delivery setting, setting by setting (a user's app's tasks under their own, `APP`)."""
+    if not deliveries:
+        return list(cells)
+    return [replace(cell, delivery=delivery) for delivery in deliveries for cell in cells]
+
+
+def parse_engine(engine: str, deliveries: Sequence[str], celery_app: str | None) -> tuple[Engine, list[str]]:
+    """The engine and the delivery settings its cells run under (all of them on Celery, if
+    none is named; the app's own, `APP`, with a user's Celery app); a UsageError says why not."""
+    try:
+        chosen = Engine(engine) if celery_app is None else Engine.CELERY
+    except ValueError:
+        raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(Engine)})") from None
+    if chosen is Engine.RQ:
+        if deliveries:
+            raise UsageError("--delivery is a Celery setting: it needs --engine celery")
+        return chosen, []
+    if celery_app is not None:
+        if deliveries:
+            raise UsageError("--celery-app runs its task under its own options: not with --delivery")
+        return chosen, [APP]
+    named = parse_all(list(deliveries), lambda d: parse_delivery(d).value)
+    return chosen, list(dict.fromkeys(named)) if named else [d.value for d in Delivery]
 
 
 def on_engine(
@@ -91,6 +118,12 @@ def engine_stack(
         set_by_lab = ", ".join(overrides("", "", visibility))
         print(f"testbed: the run sets in {choice.celery_app}'s configuration: {set_by_lab}", file=sys.stderr)
     return replace(stack, celery=celery)
+
+
+def searched_setting(choice: EngineChoice) -> tuple[Engine, str | None]:
+    """The engine a search runs on, and its one delivery setting (None on RQ)."""
+    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
+    return engine, one_delivery(deliveries)
 
 
 def one_delivery(deliveries: Sequence[str]) -> str | None:

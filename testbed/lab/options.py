@@ -6,12 +6,11 @@ command can check and build its whole request before the stack starts."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labcore import plan as plans
 from labcore.boundaries import parse_boundary
-from labcore.delivery import APP, Delivery, Engine, parse_delivery
 from labcore.faults import parse_fault
 from labcore.schedule import Schedule
 from testbed.errors import UsageError
@@ -71,33 +70,6 @@ def matrix_cells(
     if handlers:
         cells = with_handlers(cells, handlers, keep_strategies=names is not None)
     return cells
-
-
-def engine_cells(cells: Sequence[Cell], deliveries: Sequence[str]) -> list[Cell]:
-    """The cells as the engine runs them: on RQ (no deliveries) as they are, on Celery once
-    per delivery setting, setting by setting (a user's app's tasks under their own, `APP`)."""
-    if not deliveries:
-        return list(cells)
-    return [replace(cell, delivery=delivery) for delivery in deliveries for cell in cells]
-
-
-def parse_engine(engine: str, deliveries: Sequence[str], celery_app: str | None) -> tuple[Engine, list[str]]:
-    """The engine and the delivery settings its cells run under (all of them on Celery, if
-    none is named; the app's own, `APP`, with a user's Celery app); a UsageError says why not."""
-    try:
-        chosen = Engine(engine) if celery_app is None else Engine.CELERY
-    except ValueError:
-        raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(Engine)})") from None
-    if chosen is Engine.RQ:
-        if deliveries:
-            raise UsageError("--delivery is a Celery setting: it needs --engine celery")
-        return chosen, []
-    if celery_app is not None:
-        if deliveries:
-            raise UsageError("--celery-app runs its task under its own options: not with --delivery")
-        return chosen, [APP]
-    named = parse_all(list(deliveries), lambda d: parse_delivery(d).value)
-    return chosen, list(dict.fromkeys(named)) if named else [d.value for d in Delivery]
 
 
 def every_nth(every: int) -> Callable[[Cell], plans.Plan]:

@@ -112,7 +112,7 @@ class _Running:
     enqueued: int = 0  # ops enqueued so far (with a window, a cell is fed as it drains)
     extra: int = 0  # jobs the planner added (duplicates, re-minted ops)
     over: int = 0
-    moved: float = 0.0  # when `over` last changed
+    moved: float = 0.0  # when `over` last changed (from the cell's start)
     missing: set[str] = field(default_factory=set)  # jobs nowhere in the queue at the last look
     series: Series | None = None  # load cells: progress over time
 
@@ -250,6 +250,7 @@ class CellRunner:
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops
         )
+        running.moved = running.started
         if cell.spread:
             running.series = Series()
         s.admin.put_ledger(ledger, scenario.contract)
@@ -283,7 +284,7 @@ class CellRunner:
                 r.over, r.moved = over, now
             if r.over >= self._total(r):
                 done.append(r)
-            elif now - r.moved > LOOK_FOR_LOST and s.options.celery is not None:
+            elif now - r.moved > LOOK_FOR_LOST and self.queue.loses_jobs:
                 self._look_for_lost(r)
             if r not in done and now - r.started > o.cell_timeout:
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
