@@ -179,40 +179,36 @@ class Lab:
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
         named), or the handler, a task of `celery_app` (`module:app`), under its own options."""
         from testbed.errors import RunFailure, UsageError
-        from testbed.judge.promises import parse_promise
-        from testbed.lab import session, userjobs
-        from testbed.lab.engine import EngineChoice, on_engine
-        from testbed.lab.options import RunOptions, every_nth, matrix_cells, refuse_untested
+        from testbed.lab import session
+        from testbed.lab.engine import EngineChoice
+        from testbed.lab.options import every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
+        from testbed.usecases.runs import Jobs, RunRequest
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
         cells = matrix_cells("article", list(strategies), list(boundaries), list(faults), list(scenarios), handlers)
         if not cells:
             raise UsageError("lab.run needs a handler or a strategy")
         refuse_untested(cells, every_nth(every), ops)
-        parse_promise(promise)
-        choice = EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout)
-        prepared = userjobs.prepare(handlers, paths, promise, env, celery_app=celery_app)
-        stack, cells = on_engine(choice, self.stack.options, cells, retries, handlers, prepared)
-        self._runs += 1
-        options = RunOptions(
-            cells=cells,
-            plan=every_nth(every),
-            ops=ops,
+        request = RunRequest(
+            cells,
+            every_nth(every),
+            ops,
+            Jobs(tuple(handlers), tuple(paths), promise, dict(env or {})),
+            EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout),
             retries=retries,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
             parallel=parallel,
-            promise=promise,
-            paths=prepared,
-            env=dict(env or {}),
-            cell_prefix=f"{self.name}r{self._runs}c",
+            cell_prefix=f"{self.name}r{self._runs + 1}c",
         )
+        prepared = request.prepare(self.stack.options)
+        self._runs += 1
 
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 
-        ran = session.run_cells(self._on(stack), options, judged)
+        ran = session.run_cells(self._on(prepared.stack), prepared.options, judged)
         if ran.failure is not None:
             raise RunFailure(ran.failure)
         return Rows(ran.rows, run_caption(ops, every, retries))
@@ -247,46 +243,34 @@ class Lab:
         Fails with the smallest schedule found that breaks the promise, in words and as the
         file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
-        from testbed.errors import UsageError
-        from testbed.experiment.scenarios import parse_scenario
-        from testbed.explore.search import Search, explore, targets_of
-        from testbed.explore.space import faults_for, scenarios_for
-        from testbed.explore.trials import Trials, TrialSettings
-        from testbed.judge.promises import parse_promise
-        from testbed.lab import userjobs
-        from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
-        from workers.strategies import parse_strategy
+        from testbed.explore.search import explore
+        from testbed.explore.trials import Trials
+        from testbed.lab.engine import EngineChoice
+        from testbed.usecases.runs import Jobs
+        from testbed.usecases.searches import SearchRequest, failure_lines
 
-        handlers = [handler] if isinstance(handler, str) else list(handler)
-        names = [parse_strategy(s).name for s in strategies]
-        if not names and not handlers:
-            raise UsageError("lab.explore needs a handler or a strategy")
-        parse_promise(promise)
-        choice = EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout)
-        chosen, setting = searched_setting(choice)
-        drawn = scenarios_for([parse_scenario(s).name for s in scenarios], setting)
-        prepared = userjobs.prepare(handlers, paths, promise, env, celery_app=celery_app)
-        stack = engine_stack(chosen, choice, self.stack.options, retries, handlers, prepared, builtins=bool(names))
-        self._runs += 1
-        settings = TrialSettings(
-            retries, seed or 0, promise, client_timeout, cell_timeout, prepared, dict(env or {}), setting
+        request = SearchRequest(
+            list(strategies),
+            Jobs((handler,) if isinstance(handler, str) else tuple(handler), tuple(paths), promise, dict(env or {})),
+            "lab.explore needs a handler or a strategy",
+            EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout),
+            budget,
+            seconds,
+            seed,
+            ops,
+            retries,
+            scenarios,
+            parallel,
+            confirm=confirm,
+            client_timeout=client_timeout,
+            cell_timeout=cell_timeout,
         )
-        targets = targets_of(names, handlers)
-        faults = faults_for(hosts=False, celery=setting is not None)
-        search = Search(targets, drawn, ops, budget, seconds, seed, parallel, confirm=confirm, faults=faults)
-        done = explore(Trials(self._on(stack), settings, prefix=f"{self.name}x{self._runs}e"), search)
-        found = done.counterexample
-        if found is not None:
-            what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
-            summary = done.to_json()["counterexample"]
-            lines = [
-                f"{what} for {found.trial.target.name}: the smallest schedule found"
-                f" (reproduced {done.reproduced} of {len(done.confirmations)} fresh runs):",
-                *(f"    {line}" for line in summary["words"]),
-                f"as a schedule file (testbed chaos --schedule FILE{engine_flags(choice, setting)}):",
-                found.trial.schedule.encode().rstrip(),
-            ]
-            raise AssertionError("\n".join(lines))
+        prepared = request.prepare(self.stack.options)
+        self._runs += 1
+        trials = Trials(self._on(prepared.stack), prepared.settings, prefix=f"{self.name}x{self._runs}e")
+        done = explore(trials, prepared.search)
+        if done.counterexample is not None:
+            raise AssertionError("\n".join(failure_lines(done, prepared)))
         return done
 
     def _on(self, options: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import typer
 
-from testbed.cli import explore, hosts, run, serve, stored  # noqa: F401  (each registers its commands)
+from testbed.cli import chaos, explore, hosts, load, replay, serve, stored  # noqa: F401  (each registers its commands)
 from testbed.cli.base import app
 from testbed.errors import Interrupted, RunFailure, SetupError
 

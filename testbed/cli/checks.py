@@ -44,6 +44,12 @@ def finite(option: str, value: float, low: float, high: float) -> None:
         raise UsageError(f"{option} must be from {_number(low)} to {_number(high)} (got {_number(value)})")
 
 
+def cell_timeout(given: float | None) -> None:
+    """--cell-timeout, where given (else the run's own)."""
+    if given is not None:
+        finite("--cell-timeout", given, 1, 7 * 86_400)
+
+
 def _number(value: float) -> str:
     if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"

@@ -11,36 +11,31 @@ from typing import TYPE_CHECKING, Annotated, Any
 from typer import Option
 
 from labcore.schedule import MAX_RETRIES
-from testbed.cli import checks, hosts
+from testbed.cli import checks
 from testbed.cli.base import app, examples
 from testbed.cli.options import (
     SCENARIO_NAMES,
     CellTimeout,
     ClientTimeout,
-    Handlers,
-    ImportTimeout,
-    Paths,
-    PromiseOption,
+    JobArgs,
     ResultsPath,
     StackArgs,
     StoreArgs,
     Strategies,
     run_options,
 )
-from testbed.cli.run import Output, shared_meta, stack_options, vars_of
+from testbed.cli.output import Output
+from testbed.cli.stack import shared_meta, stack_options, vars_of
 from testbed.errors import UsageError
-from testbed.experiment.scenarios import parse_scenario
-from testbed.experiment.selection import parse_all
-from testbed.lab import userjobs
-from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
 from testbed.lab.layout import COUNTEREXAMPLE
 from testbed.lab.store import RunStore
-from workers.strategies import parse_strategy
 
 if TYPE_CHECKING:
     from testbed.explore.trials import Judged
+    from testbed.usecases.searches import PreparedSearch
 
 MAX_TRIAL_OPS = 10
+NEEDS = "explore needs -s STRATEGY or --handler MODULE:FUNCTION (repeatable)"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600}
 
@@ -71,11 +66,8 @@ def parse_duration(text: str) -> float:
 def explore(
     stack_args: StackArgs,
     store_args: StoreArgs,
+    job_args: JobArgs,
     strategy: Strategies = None,
-    handler: Handlers = None,
-    path: Paths = None,
-    promise: PromiseOption = "exactly-once",
-    import_timeout: ImportTimeout = userjobs.IMPORT_TIMEOUT,
     budget: Annotated[
         int | None,
         Option("--budget", metavar="N", help="Trials to run before giving up the search (default 100, or --time)."),
@@ -127,14 +119,12 @@ def explore(
     by a fault (recovery attempts too), under a scenario. The first trial that breaks the promise (a
     built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
     to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`."""
-    from testbed.explore.search import Search, targets_of
-    from testbed.explore.space import faults_for, scenarios_for
-    from testbed.explore.trials import TrialSettings
+    # Imported here: the search's space is Hypothesis's, whose import the command line's start does without.
+    from testbed.usecases.searches import SearchRequest
 
-    handlers = handler or []
-    names = parse_all(strategy, lambda s: parse_strategy(s).name) or []
-    if not names and not handlers:
-        raise UsageError("explore needs -s STRATEGY or --handler MODULE:FUNCTION (repeatable)")
+    handlers = job_args.handlers
+    if not strategy and not handlers:
+        raise UsageError(NEEDS)
     if model_only and handlers:
         raise UsageError("--model-only checks the model of the built-in strategies: not with --handler")
     seconds = None if time_limit is None else parse_duration(time_limit)
@@ -148,54 +138,43 @@ def explore(
     checks.finite("--confirm", confirm, 1, 10)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     timeout = 120.0 if cell_timeout is None else cell_timeout
-    checks.finite("--cell-timeout", timeout, 1, 7 * 86_400)
-    choice = stack_args.engine_choice()
-    engine, delivery = searched_setting(choice)
-    scenarios = list(scenarios_for(parse_all(scenario, lambda s: parse_scenario(s).name) or [], delivery))
+    checks.cell_timeout(timeout)
     stack, mode = stack_options(stack_args)
-    faults = faults_for(stack.remote is not None, celery=delivery is not None)
-    stack = hosts.fit_faults(stack, faults)
     if mode != "forced":
         raise UsageError("explore brings back a killed worker's job at once: --recovery forced")
-    paths = userjobs.prepare(
-        handlers, [str(p) for p in path or []], promise, import_timeout=import_timeout, celery_app=choice.celery_app
-    )
-    stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins=bool(names))
-    meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": promise, "ops": ops}
-    meta |= {"retries": retries, "scenarios": scenarios, "parallel": parallel, "modelOnly": model_only}
-    meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
-    meta |= {"delivery": delivery} if delivery is not None else {}
-    meta |= {"recovery": mode, "faults": list(faults), "workerSettings": vars_of(stack.settings)}
-    out = Output("explore", json_path, meta, seed, store_args)
-    out.check()
     store = None if store_args.no_store else RunStore(store_args.store)
-    search = Search(
-        targets_of(names, handlers),
-        tuple(scenarios),
-        ops,
+    request = SearchRequest(
+        strategy or [],
+        job_args.jobs(),
+        NEEDS,
+        stack_args.engine_choice(),
         budget,
         seconds,
         seed,
+        ops,
+        retries,
+        scenario or [],
         parallel,
         model_only,
         confirm,
+        client_timeout,
+        timeout,
         None if store is None else store_args.store / ".hypothesis",
-        faults,
     )
-    settings = TrialSettings(retries, seed or 0, promise, client_timeout, timeout, paths, delivery=delivery)
-    return _explore(stack, search, settings, out, store, promise, list(path or []), choice)
+    prepared = request.prepare(stack)
+    search, stack = prepared.search, prepared.stack
+    names = [t.name for t in search.targets if not t.handler]
+    meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": job_args.promise, "ops": ops}
+    meta |= {"retries": retries, "scenarios": list(search.scenarios), "parallel": parallel, "modelOnly": model_only}
+    meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
+    meta |= {"delivery": prepared.delivery} if prepared.delivery is not None else {}
+    meta |= {"recovery": mode, "faults": list(search.faults), "workerSettings": vars_of(stack.settings)}
+    out = Output("explore", json_path, meta, seed, store_args)
+    out.check()
+    return _explore(prepared, out, store, list(job_args.path or []))
 
 
-def _explore(
-    stack: Any,
-    search: Any,
-    settings: Any,
-    out: Output,
-    store: RunStore | None,
-    promise: str,
-    paths: list[Path],
-    choice: EngineChoice,
-) -> int:
+def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, paths: list[Path]) -> int:
     """The exploration on a stack of its own; its results kept like any run's, its
     counterexample beside them. A stack that fails keeps the trials judged before (exit 3)."""
     from testbed.errors import RunFailure
@@ -206,6 +185,7 @@ def _explore(
     from testbed.report import explore as report
     from testbed.report import findings, timeline
 
+    stack, search, settings = prepared.stack, prepared.search, prepared.settings
     done: list[Exploration] = []
 
     def work(started: Any, run_dir: Any) -> Ran:
@@ -227,7 +207,7 @@ def _explore(
         if found is not None and ran.stored is not None:
             saved = ran.stored.path / COUNTEREXAMPLE
             saved.write_text(found.trial.schedule.encode())
-            replay = _replay_command(saved, found, promise, paths, stack.remote is not None, choice)
+            replay = _replay_command(saved, found, prepared, paths)
         summary = {"explore": exploration.to_json(replay)}
     out.keep(ran, store, summary)
     explored = results.parse(out.document(ran, summary)).explore
@@ -251,14 +231,13 @@ def _heard(judged: Judged, phase: str) -> None:
     print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
-def _replay_command(
-    saved: Path, found: Judged, promise: str, paths: list[Path], hosts: bool, choice: EngineChoice
-) -> str:
+def _replay_command(saved: Path, found: Judged, prepared: PreparedSearch, paths: list[Path]) -> str:
     """The command that runs the counterexample again, on the same kind of stack (a partition needs
     the hosts; a trial on Celery, its engine and delivery setting)."""
     target = found.trial.target
     what = f"--handler {target.name}" if target.handler else f"-s {target.name}"
     extra = "".join(f" --path {p}" for p in paths) if target.handler else ""
-    extra += " --hosts" if hosts else ""
+    extra += " --hosts" if prepared.stack.remote is not None else ""
+    promise = prepared.settings.promise
     extra += "" if promise == "exactly-once" else f" --promise {promise}"
-    return f"testbed chaos --schedule {saved} {what}{extra}{engine_flags(choice, found.row.cell.delivery)}"
+    return f"testbed chaos --schedule {saved} {what}{extra}{prepared.replay_flags(found)}"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,13 +12,11 @@ import typer
 from typer import Option
 
 from labcore.credentials import TOKEN_ENV
-from labcore.faults import RULES, Fault
 from testbed.cli.base import examples
 from testbed.cli.options import StackArgs
 from testbed.errors import SetupError, UsageError
-from testbed.experiment.matrix import Cell
 from testbed.experiment.selection import at_least
-from testbed.infra.stack import RemoteOptions, StackOptions
+from testbed.infra.stack import RemoteOptions
 
 
 def read_token(token_file: Path | None) -> str | None:
@@ -46,29 +42,6 @@ def remote_options(args: StackArgs) -> RemoteOptions | None:
     if args.provider_port:
         raise UsageError("--provider-port starts a provider: not with --hosts")
     return RemoteOptions(args.provider_url, read_token(args.provider_token_file))
-
-
-def fit_stack(stack: StackOptions, cells: list[Cell]) -> StackOptions:
-    return fit_faults(stack, frozenset().union(*(c.faults for c in cells)))
-
-
-def fit_faults(stack: StackOptions, faults: Iterable[Fault]) -> StackOptions:
-    """What the stack cannot do with these faults is refused before anything starts:
-    crashing a provider the run did not start, or cutting off a machine that no host daemon
-    of the run is on. A run that cuts hosts off asks its host daemons whether they can."""
-    faults = frozenset(faults)
-    if stack.remote is None:
-        cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
-        if cutting:
-            raise UsageError(
-                f"{cutting[0]} cuts a worker's host off from the provider: it needs the worker hosts"
-                " (--hosts, each host daemon with CAP_NET_ADMIN)"
-            )
-        return stack
-    crashing = sorted(f.value for f in faults if RULES[f].kills_provider)
-    if crashing:
-        raise UsageError(f"{crashing[0]} needs a provider this run starts; with --hosts it cannot be crashed")
-    return replace(stack, remote=replace(stack.remote, partition=any(RULES[f].cuts_network for f in faults)))
 
 
 def host(

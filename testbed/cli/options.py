@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
@@ -20,10 +20,12 @@ from labcore.boundaries import ORDER
 from labcore.delivery import Delivery
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from testbed.lab.engine import EngineChoice
+    from testbed.usecases.runs import Jobs
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
 BOUNDARY_NAMES = ", ".join(b.value for b in ORDER)
@@ -49,13 +51,18 @@ Expect = Annotated[
         " STRATEGY@BOUNDARY[:FAULT[:SCENARIO]]=EFFECTS/MISSING.",
     ),
 ]
-Handlers = Annotated[
-    list[str] | None,
+Yes = Annotated[bool, Option("--yes", "-y", help="Run even past the limits (30 min or 2 GB of Redis, estimated).")]
+ClientTimeout = Annotated[
+    float,
     Option(
-        "--handler",
-        metavar="MODULE:FUNCTION",
-        help="Your own job, called as function(op_id, payload) with TESTBED_PROVIDER_URL set (repeatable).",
+        "--client-timeout",
+        metavar="SECONDS",
+        help="Seconds before an armed provider call times out (the timeout and late faults); other calls wait.",
     ),
+]
+CellTimeout = Annotated[
+    float | None,
+    Option("--cell-timeout", metavar="SECONDS", help="Give up on a cell after this long (default: from the run)."),
 ]
 Paths = Annotated[
     list[Path] | None,
@@ -76,19 +83,6 @@ PromiseOption = Annotated[
         metavar="PROMISE",
         help="What --handler is judged against: exactly-once, at-least-once, at-most-once.",
     ),
-]
-Yes = Annotated[bool, Option("--yes", "-y", help="Run even past the limits (30 min or 2 GB of Redis, estimated).")]
-ClientTimeout = Annotated[
-    float,
-    Option(
-        "--client-timeout",
-        metavar="SECONDS",
-        help="Seconds before an armed provider call times out (the timeout and late faults); other calls wait.",
-    ),
-]
-CellTimeout = Annotated[
-    float | None,
-    Option("--cell-timeout", metavar="SECONDS", help="Give up on a cell after this long (default: from the run)."),
 ]
 ResultsPath = Annotated[Path, Option("--json", metavar="PATH", help="Where to write the results (a file).")]
 
@@ -184,27 +178,59 @@ class StoreArgs:
     report: Annotated[bool, Option("--report", help="Write report.html in the stored run and print its path.")] = False
 
 
+@dataclass(frozen=True, slots=True)
+class JobArgs:
+    """Users' own jobs, as the command line gives them (chaos, load and explore: replay runs one)."""
+
+    handler: Annotated[
+        list[str] | None,
+        Option(
+            "--handler",
+            metavar="MODULE:FUNCTION",
+            help="Your own job, called as function(op_id, payload) with TESTBED_PROVIDER_URL set (repeatable).",
+        ),
+    ] = None
+    path: Paths = None
+    promise: PromiseOption = "exactly-once"
+    import_timeout: ImportTimeout = IMPORT_TIMEOUT
+
+    @property
+    def handlers(self) -> list[str]:
+        return self.handler or []
+
+    def jobs(self, handlers: Sequence[str] | None = None) -> Jobs:
+        """The jobs a run calls: these handlers (default: --handler), their paths and promise."""
+        from testbed.usecases.runs import Jobs
+
+        chosen = self.handlers if handlers is None else handlers
+        paths = tuple(str(p) for p in self.path or [])
+        return Jobs(tuple(chosen), paths, self.promise, import_timeout=self.import_timeout)
+
+
 def _group(cls: type) -> tuple[type, list[inspect.Parameter]]:
     hints = get_type_hints(cls, include_extras=True)
     kind = inspect.Parameter.KEYWORD_ONLY
     return cls, [inspect.Parameter(f.name, kind, default=f.default, annotation=hints[f.name]) for f in fields(cls)]
 
 
-_GROUPS = {"stack_args": _group(StackArgs), "store_args": _group(StoreArgs)}
+_GROUPS = {"stack_args": _group(StackArgs), "store_args": _group(StoreArgs), "job_args": _group(JobArgs)}
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command the options every run takes: it receives them grouped, as
-    `stack_args: StackArgs` and `store_args: StoreArgs`, and never lists them."""
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name not in _GROUPS]
+    `stack_args: StackArgs` and `store_args: StoreArgs` (and, if it asks for `job_args:
+    JobArgs`, users' jobs), and never lists them."""
+    signature = inspect.signature(command, eval_str=True).parameters
+    groups = {name: group for name, group in _GROUPS.items() if name in signature}
+    own = [p for p in signature.values() if p.name not in groups]
 
     @functools.wraps(command)
     def with_groups(**given: Any) -> Any:
-        grouped = {name: cls(**{p.name: given.pop(p.name) for p in params}) for name, (cls, params) in _GROUPS.items()}
+        grouped = {name: cls(**{p.name: given.pop(p.name) for p in params}) for name, (cls, params) in groups.items()}
         return command(**grouped, **given)
 
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-    params += [p for _, group in _GROUPS.values() for p in group]
+    params += [p for _, group in groups.values() for p in group]
     # typer reads the signature and the annotations: both show the command's own options, then the groups'.
     with_groups.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     with_groups.__annotations__ = {p.name: p.annotation for p in params}

@@ -10,7 +10,7 @@ from typer import Argument, Option
 
 from testbed.cli.base import app, examples
 from testbed.cli.options import Expect
-from testbed.cli.run import write_report
+from testbed.cli.output import write_report
 from testbed.lab.store import RunStore
 
 if TYPE_CHECKING:

@@ -1,0 +1,53 @@
+"""The stack a command's run stands on, from the options every run takes (`StackArgs`),
+and what results.json says of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labcore.delivery import Engine
+from labcore.procs import port_in_use
+from testbed.cli import checks, hosts
+from testbed.cli.options import StackArgs
+from testbed.errors import SetupError, UsageError
+from testbed.experiment.selection import at_least
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import WorkerSettings
+from testbed.nemesis.recovery import Recovery
+
+MAX_WORKERS = 64
+
+
+def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
+    checks.finite("--workers", args.workers, 1, MAX_WORKERS)
+    at_least("--worker-ttl", args.worker_ttl, 2)
+    at_least("--maintenance-interval", args.maintenance_interval)
+    at_least("--job-monitoring-interval", args.job_monitoring_interval)
+    if args.recovery not in ("forced", "rq"):
+        raise UsageError(f"unknown recovery {args.recovery!r} (choose from forced, rq)")
+    port = args.provider_port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--provider-port must be a port number (got {port})")
+    if port and port_in_use(port):
+        raise SetupError(f"provider port {port} is already in use")
+    settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
+    remote = hosts.remote_options(args)
+    return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
+
+
+def vars_of(settings: WorkerSettings) -> dict[str, int]:
+    return {
+        "workerTtl": settings.worker_ttl,
+        "maintenanceInterval": settings.maintenance_interval,
+        "jobMonitoringInterval": settings.job_monitoring_interval,
+    }
+
+
+def shared_meta(stack_args: StackArgs) -> dict[str, Any]:
+    redis = "shared" if stack_args.redis_url else "private"
+    meta: dict[str, Any] = {"workers": stack_args.workers, "redis": redis}
+    if stack_args.engine_choice().celery:
+        meta["engine"] = Engine.CELERY.value
+        meta |= {"celeryApp": stack_args.celery_app} if stack_args.celery_app else {}
+        meta |= {"visibilityTimeout": stack_args.visibility_timeout} if stack_args.visibility_timeout else {}
+    return meta

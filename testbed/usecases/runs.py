@@ -1,0 +1,162 @@
+"""A run of cells on the stack, as `testbed chaos`, `replay` and `load` and the plugin's
+`lab.run` ask for it (`RunRequest`), and what the lab runs for it (`PreparedRun`).
+
+A front end builds the request from its own input, then `prepare` checks the users' jobs,
+puts the cells on the engine asked for and settles the run's options. Nothing here starts
+a process but the handlers' import check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from labcore import plan as plans
+from labcore.faults import RULES, Fault
+from testbed.errors import UsageError
+from testbed.experiment.matrix import Cell
+from testbed.infra.stack import StackOptions
+from testbed.infra.supervisor import CELERY_RESTORE_SWEEP, CELERY_VISIBILITY, WorkerSettings
+from testbed.judge.promises import Promise
+from testbed.lab import userjobs
+from testbed.lab.engine import EngineChoice, on_engine
+from testbed.lab.options import RunOptions
+from testbed.nemesis.recovery import Recovery
+
+# A cell's own time, before the ops' share and any recovery the run waits for.
+BASE_CELL_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Jobs:
+    """The users' jobs a run calls (`module:function`), where they import from, what they
+    are judged against, and what is set in their work-horses' environment."""
+
+    handlers: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    promise: str = Promise.EXACTLY_ONCE
+    env: Mapping[str, str] = field(default_factory=dict)
+    import_timeout: float = userjobs.IMPORT_TIMEOUT
+
+    def prepare(self, celery_app: str | None) -> tuple[str, ...]:
+        """Each handler checked in a process of its own (a UsageError says why not); the paths, absolute."""
+        return userjobs.prepare(
+            self.handlers, self.paths, self.promise, dict(self.env), self.import_timeout, celery_app=celery_app
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """Cells to run, their faults' plan, and the run's settings, as a front end asks for them.
+    `cell_timeout` None: long enough for the slowest honest cell (`cell_timeout`)."""
+
+    cells: Sequence[Cell]
+    plan: Callable[[Cell], plans.Plan]
+    ops: int
+    jobs: Jobs = Jobs()
+    engine: EngineChoice = field(default_factory=EngineChoice)
+    retries: int = 1
+    seed: int = 0
+    client_timeout: float = 0.5
+    cell_timeout: float | None = None
+    parallel: int = 2
+    window: int | None = None
+    history: bool = True
+    promises: bool = False
+    overrides: Mapping[Cell, dict[str, int]] = field(default_factory=dict)
+    recovery: Recovery = Recovery.FORCED
+    cell_prefix: str = "c"
+
+    def prepare(self, stack: StackOptions) -> PreparedRun:
+        """The jobs checked, the cells on the engine, the stack fitted to their faults."""
+        paths = self.jobs.prepare(self.engine.celery_app)
+        handlers = self.jobs.handlers
+        stack, cells = on_engine(self.engine, stack, self.cells, self.retries, handlers, paths, self.recovery)
+        if self.overrides and stack.celery is not None:
+            raise UsageError("--expect names cells of RQ's table: not with --engine celery (one table per setting)")
+        options = RunOptions(
+            cells=cells,
+            plan=self.plan,
+            ops=self.ops,
+            retries=self.retries,
+            seed=self.seed,
+            client_timeout=self.client_timeout,
+            recovery=self.recovery,
+            cell_timeout=cell_timeout(self.cell_timeout, self.ops, cells, self.recovery, stack),
+            parallel=self.parallel,
+            window=self.window,
+            history=self.history,
+            promises=self.promises,
+            overrides=dict(self.overrides),
+            promise=self.jobs.promise,
+            paths=paths,
+            env=dict(self.jobs.env),
+            cell_prefix=self.cell_prefix,
+        )
+        return PreparedRun(stack, options)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    """What the lab runs: the stack the cells need and the run's options."""
+
+    stack: StackOptions
+    options: RunOptions
+
+
+def cell_timeout(
+    given: float | None, ops: int, cells: Sequence[Cell], recovery: Recovery, stack: StackOptions
+) -> float:
+    """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
+    recovery of an abandoned job when it is left to RQ (its entry expires, then a
+    worker's maintenance has to come round), or Celery's broker's restoring of a
+    killed worker's unacknowledged task (after the visibility timeout, at the
+    broker's next sweep)."""
+    if given is not None:
+        return given
+    timeout = BASE_CELL_TIMEOUT + ops * 0.05
+    if any(Fault.KILL_WORKER in c.faults for c in cells):
+        if stack.celery is not None:
+            visibility = stack.celery.visibility_timeout
+            timeout += (CELERY_VISIBILITY + CELERY_RESTORE_SWEEP if visibility is None else visibility) + 20
+        elif recovery is Recovery.RQ:
+            timeout += rq_recovery_seconds(stack.settings)[1] + 60
+    return timeout
+
+
+def rq_recovery_note(settings: WorkerSettings) -> str:
+    low, high = rq_recovery_seconds(settings)
+    return (
+        f"RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"
+        " (--job-monitoring-interval + 60 s, then a worker's maintenance); the run waits for it"
+    )
+
+
+def rq_recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
+    """When RQ's own maintenance brings a dead worker's job back: its started-registry
+    entry expires job-monitoring-interval + 60 s after the last heartbeat, then a
+    worker's maintenance (every maintenance-interval, not before worker-ttl - 15) requeues it."""
+    expires = s.job_monitoring_interval + 60
+    return expires, expires + max(s.maintenance_interval, s.worker_ttl - 15)
+
+
+def fit_stack(stack: StackOptions, cells: Iterable[Cell]) -> StackOptions:
+    return fit_faults(stack, frozenset().union(*(c.faults for c in cells)))
+
+
+def fit_faults(stack: StackOptions, faults: Iterable[Fault]) -> StackOptions:
+    """What the stack cannot do with these faults is refused before anything starts:
+    crashing a provider the run did not start, or cutting off a machine that no host daemon
+    of the run is on. A run that cuts hosts off asks its host daemons whether they can."""
+    faults = frozenset(faults)
+    if stack.remote is None:
+        cutting = sorted(f.value for f in faults if RULES[f].cuts_network)
+        if cutting:
+            raise UsageError(
+                f"{cutting[0]} cuts a worker's host off from the provider: it needs the worker hosts"
+                " (--hosts, each host daemon with CAP_NET_ADMIN)"
+            )
+        return stack
+    crashing = sorted(f.value for f in faults if RULES[f].kills_provider)
+    if crashing:
+        raise UsageError(f"{crashing[0]} needs a provider this run starts; with --hosts it cannot be crashed")
+    return replace(stack, remote=replace(stack.remote, partition=any(RULES[f].cuts_network for f in faults)))

@@ -1,0 +1,115 @@
+"""A search of crash schedules, as `testbed explore` and the plugin's `lab.explore` ask for it
+(`SearchRequest`), and what the lab runs for it (`PreparedSearch`): the stack the trials need,
+the search, and what every trial shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testbed.errors import UsageError
+from testbed.experiment.scenarios import parse_scenario
+from testbed.experiment.selection import parse_all
+from testbed.explore.search import Exploration, Search, targets_of
+from testbed.explore.space import faults_for, scenarios_for
+from testbed.explore.trials import Judged, TrialSettings
+from testbed.infra.stack import StackOptions
+from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
+from testbed.usecases.runs import Jobs, fit_faults
+from workers.strategies import parse_strategy
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """Random crash schedules for each strategy and handler: up to `budget` trials (or
+    `seconds`) of up to `ops` ops, every attempt but the last possibly struck, under
+    `scenarios` (none named: the engine's defaults). `needs`: what an empty target list is
+    refused with, in the front end's words."""
+
+    strategies: Sequence[str]
+    jobs: Jobs
+    needs: str
+    engine: EngineChoice = field(default_factory=EngineChoice)
+    budget: int | None = 100
+    seconds: float | None = None
+    seed: int | None = None
+    ops: int = 3
+    retries: int = 3
+    scenarios: Sequence[str] = ()
+    parallel: int = 4
+    model_only: bool = False
+    confirm: int = 3
+    client_timeout: float = 0.5
+    cell_timeout: float = 120.0
+    database: Path | None = None  # Hypothesis's examples: the last counterexample of a search is tried first
+
+    def prepare(self, stack: StackOptions) -> PreparedSearch:
+        """The targets, scenarios and faults checked, the jobs checked, the stack on the engine."""
+        names = parse_all(list(self.strategies), lambda s: parse_strategy(s).name) or []
+        if not names and not self.jobs.handlers:
+            raise UsageError(self.needs)
+        engine, setting = searched_setting(self.engine)
+        scenarios = scenarios_for(parse_all(list(self.scenarios), lambda s: parse_scenario(s).name) or [], setting)
+        faults = faults_for(stack.remote is not None, celery=setting is not None)
+        stack = fit_faults(stack, faults)
+        paths = self.jobs.prepare(self.engine.celery_app)
+        stack = engine_stack(engine, self.engine, stack, self.retries, self.jobs.handlers, paths, builtins=bool(names))
+        search = Search(
+            targets_of(names, self.jobs.handlers),
+            scenarios,
+            self.ops,
+            self.budget,
+            self.seconds,
+            self.seed,
+            self.parallel,
+            self.model_only,
+            self.confirm,
+            self.database,
+            faults,
+        )
+        settings = TrialSettings(
+            self.retries,
+            self.seed or 0,
+            self.jobs.promise,
+            self.client_timeout,
+            self.cell_timeout,
+            paths,
+            dict(self.jobs.env),
+            setting,
+        )
+        return PreparedSearch(stack, search, settings, self.engine)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSearch:
+    stack: StackOptions
+    search: Search
+    settings: TrialSettings
+    engine: EngineChoice
+
+    @property
+    def delivery(self) -> str | None:
+        """The one delivery setting the trials run under (None: on RQ)."""
+        return self.settings.delivery
+
+    def replay_flags(self, found: Judged) -> str:
+        """The options that run the counterexample again on the same engine and setting."""
+        return engine_flags(self.engine, found.row.cell.delivery)
+
+
+def failure_lines(done: Exploration, prepared: PreparedSearch) -> list[str]:
+    """A search's counterexample as a test's failure says it: what broke, the smallest schedule
+    found, how often it reproduced, what happened to each op, and the schedule file."""
+    found = done.counterexample
+    assert found is not None
+    promise = prepared.settings.promise
+    what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
+    summary = done.to_json()["counterexample"]
+    return [
+        f"{what} for {found.trial.target.name}: the smallest schedule found"
+        f" (reproduced {done.reproduced} of {len(done.confirmations)} fresh runs):",
+        *(f"    {line}" for line in summary["words"]),
+        f"as a schedule file (testbed chaos --schedule FILE{prepared.replay_flags(found)}):",
+        found.trial.schedule.encode().rstrip(),
+    ]
