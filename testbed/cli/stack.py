@@ -10,19 +10,20 @@ from labcore.procs import port_in_use
 from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
 from testbed.errors import SetupError, UsageError
-from testbed.experiment.selection import at_least
 from testbed.infra.stack import StackOptions
 from testbed.infra.supervisor import WorkerSettings
 from testbed.nemesis.recovery import Recovery
 
 MAX_WORKERS = 64
+MAX_RQ_SECONDS = 7 * 86_400
 
 
 def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
     checks.finite("--workers", args.workers, 1, MAX_WORKERS)
-    at_least("--worker-ttl", args.worker_ttl, 2)
-    at_least("--maintenance-interval", args.maintenance_interval)
-    at_least("--job-monitoring-interval", args.job_monitoring_interval)
+    # RQ takes these as seconds for its own timers: past a week they are no setting a run can wait for.
+    checks.finite("--worker-ttl", args.worker_ttl, 2, MAX_RQ_SECONDS)
+    checks.finite("--maintenance-interval", args.maintenance_interval, 1, MAX_RQ_SECONDS)
+    checks.finite("--job-monitoring-interval", args.job_monitoring_interval, 1, MAX_RQ_SECONDS)
     if args.recovery not in ("forced", "rq"):
         raise UsageError(f"unknown recovery {args.recovery!r} (choose from forced, rq)")
     port = args.provider_port

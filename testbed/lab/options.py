@@ -13,6 +13,7 @@ from labcore import plan as plans
 from labcore.boundaries import parse_boundary
 from labcore.faults import parse_fault
 from labcore.schedule import Schedule
+from testbed import inputs
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
@@ -20,6 +21,9 @@ from testbed.experiment.schedules import legal
 from testbed.experiment.selection import parse_all, select_cells, with_handlers
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import parse_strategy
+
+# A schedule has at most ten ops of a few attempts each: a few KB.
+SCHEDULE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +102,12 @@ def scheduled(cell: Cell) -> plans.Plan:
 
 
 def load_schedule(path: Path) -> Schedule:
-    """A schedule file, as the lab can run it: a UsageError (one line) says why not."""
+    """A schedule file, as the lab can run it: a UsageError (one line) says why not. Only a
+    regular file is read, and only a small one (`SCHEDULE_BYTES`)."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"--schedule {path}: {exc.strerror}") from None
-    try:
-        return legal(Schedule.decode(text))
+        return legal(Schedule.from_json(inputs.loads(inputs.read_bytes(path, SCHEDULE_BYTES))))
     except ValueError as exc:
-        raise UsageError(f"--schedule {path}: {exc}") from None
+        raise UsageError(f"--schedule {inputs.quoted(str(path))}: {inputs.quoted(str(exc))}") from None
 
 
 def schedule_cells(schedule: Schedule, strategies: Sequence[str] | None, handlers: Sequence[str]) -> list[Cell]:
