@@ -116,8 +116,8 @@ class Rows(list["Row"]):
     def _assert(self, name: str) -> None:
         __tracebackhide__ = True
         from testbed.judge.promises import breaches, broken, counts_of, parse_promise, unreached_faults
-        from testbed.lab import results
         from testbed.report import findings
+        from testbed.store import results
 
         promise: Promise = parse_promise(name)
         lines = []

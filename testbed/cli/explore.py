@@ -33,8 +33,8 @@ from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.lab import userjobs
 from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
-from testbed.lab.layout import COUNTEREXAMPLE
-from testbed.lab.store import RunStore
+from testbed.store.layout import COUNTEREXAMPLE
+from testbed.store.runs import RunStore
 from workers.strategies import parse_strategy
 
 if TYPE_CHECKING:
@@ -201,10 +201,11 @@ def _explore(
     from testbed.errors import RunFailure
     from testbed.explore.search import Exploration, explore
     from testbed.explore.trials import Trials
-    from testbed.lab import results, session
+    from testbed.lab import session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
     from testbed.report import findings, timeline
+    from testbed.store import results
 
     done: list[Exploration] = []
 

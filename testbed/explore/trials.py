@@ -21,7 +21,7 @@ from testbed.infra.stack import RunStack
 from testbed.judge.scorecard import Row
 from testbed.lab.options import RunOptions, scheduled
 from testbed.lab.session import run_cells
-from testbed.lab.store import RunDir
+from testbed.store.runs import RunDir
 
 
 class Found(StrEnum):

@@ -1,6 +1,6 @@
 """A scorecard row: the observed counts next to the expected ones, and the verdict.
 
-As results.json holds it: testbed.lab.results (`row_json`)."""
+As results.json holds it: testbed.store.results (`row_json`)."""
 
 from __future__ import annotations
 

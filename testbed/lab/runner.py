@@ -38,14 +38,14 @@ from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
-from testbed.lab.history import cell_line, facts_line, noted_line, records_line
 from testbed.lab.options import RunOptions
-from testbed.lab.series import Series
-from testbed.lab.store import RunDir
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
+from testbed.store.history import cell_line, facts_line, noted_line, records_line
+from testbed.store.runs import RunDir
+from testbed.store.series import Series
 from workers.handler import JobSpec
 from workers.worker import HANDLER as JOB_FUNCTION
 

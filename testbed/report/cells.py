@@ -23,10 +23,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from testbed.lab.history import LocalFacts
-from testbed.lab.results import HeldOp
 from testbed.report.document import faulted
 from testbed.report.effects import AtProvider, Effect, Ledger, Source
+from testbed.store.history import LocalFacts
+from testbed.store.results import HeldOp
 from workers.flow import LOCALLY_DONE, Outcome
 
 Event = Mapping[str, Any]

@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from labcore.boundaries import NONE
 from testbed.judge.promises import OpReport
-from testbed.lab.results import OpDifference, ResultRow
+from testbed.store.results import OpDifference, ResultRow
 
 
 class Kind(StrEnum):

@@ -12,9 +12,9 @@ from testbed.explore.trials import Found, found_in
 from testbed.explore.words import schedule_lines, trial_lines
 from testbed.judge.checker import Counts
 from testbed.judge.scorecard import Expected, Row
-from testbed.lab.results import parse
 from testbed.report.explore import coverage_section, coverage_text, summary_text
 from testbed.report.junit import junit
+from testbed.store.results import parse
 
 B, F = Boundary, Fault
 OP = "tenant-demo:notification:1"

@@ -19,9 +19,9 @@ from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import Judgement, judge
-from testbed.lab import history, reference, results
-from testbed.lab.formats import Mismatch
 from testbed.lab.session import Session
+from testbed.store import history, reference, results
+from testbed.store.formats import Mismatch
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
 T = 1_796_000_000.0
@@ -79,7 +79,7 @@ def published(name: str) -> jsonschema.protocols.Validator:
 def test_the_published_schemas_are_the_records_own():
     for name, text in reference.rendered().items():
         path = REFERENCE / name
-        assert path.is_file() and path.read_text() == text, f"{path} is stale: python -m testbed.lab.reference"
+        assert path.is_file() and path.read_text() == text, f"{path} is stale: python -m testbed.store.reference"
 
 
 @pytest.mark.parametrize("failure", [None, "the provider died"])

@@ -29,10 +29,10 @@ from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import parse_scenario
 from testbed.judge.checker import COUNT_FIELDS
 from testbed.judge.scorecard import Row, camel
-from testbed.lab.files import replaced
-from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
-from testbed.lab.history import cell_fields
-from testbed.lab.layout import RESULTS
+from testbed.store.files import replaced
+from testbed.store.formats import Mismatch, Record, StoredEvent, published, shown
+from testbed.store.history import cell_fields
+from testbed.store.layout import RESULTS
 from workers.strategies import STRATEGIES
 
 Verdict = Literal["pass", "fail"]
@@ -433,7 +433,7 @@ def run_verdict(incomplete: bool, rows: Sequence[Row]) -> RunVerdict:
 
 
 def write(path: Path, results: dict[str, Any]) -> None:
-    """Whole or not at all (`testbed.lab.files.replaced`): Unwritable where it cannot be."""
+    """Whole or not at all (`testbed.store.files.replaced`): Unwritable where it cannot be."""
     with replaced(path) as out:
         out.write(text(results).encode())
 
