@@ -122,7 +122,7 @@ class Rows(list["Row"]):
         promise: Promise = parse_promise(name)
         lines = []
         for row in self:
-            stored = row.extra.get("promise")
+            stored = row.promise
             if stored is None:  # a built-in strategy, run for comparison
                 continue
             problems = broken(promise, counts_of(stored)) + unreached_faults(stored) + row.anomalies

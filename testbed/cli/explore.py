@@ -238,10 +238,10 @@ def _explore(
     print(report.summary_text(explored))
     example = explored.counterexample
     if example is not None:
-        row = next(r for r in ran.rows if r.extra.get("cell") == example.cell)
+        row = next(r for r in ran.rows if r.cell_id == example.cell)
         if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
             print(findings.listing([results.parse_row(results.row_json(row))]))
-        if shown := timeline.render(row.extra.get("history", {})):
+        if shown := timeline.render(row.history or {}):
             print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)
     return 1 if explored.counterexample is not None else 0

@@ -40,7 +40,7 @@ class Judged:
 def found_in(row: Row) -> Found:
     if row.differences or row.op_differences or row.anomalies:
         return Found.LAB
-    promise = row.extra.get("promise")
+    promise = row.promise
     return Found.BREACH if promise is not None and not promise["kept"] else Found.KEPT
 
 

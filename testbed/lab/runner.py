@@ -332,10 +332,10 @@ class CellRunner:
             r.cell, r.plan, r.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
         )
         row = judge(judgement, observed, seen, s.options.workers, wall)
-        row.extra["cell"] = r.id
+        row.cell_id = r.id
         if r.series is not None:
             r.series.sample(wall, r.over, seen.kill_count, row.counts.effects, final=True)
-            row.extra["series"] = r.series.to_json()
+            row.series = r.series.to_json()
         return row
 
     def _progress(self, r: _Running, now: float) -> Progress:

@@ -410,7 +410,15 @@ def row_json(row: Row) -> dict[str, Any]:
     out["verdict"] = "pass" if row.passed else "fail"
     out["differences"] = row.problems
     out["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in row.held]
-    out.update(row.extra)
+    kept = {
+        "history": row.history,
+        "invariants": row.invariants,
+        "promise": row.promise,
+        "opFacts": row.op_facts,
+        "cell": row.cell_id,
+        "series": row.series,
+    }
+    out.update({name: value for name, value in kept.items() if value is not None})
     if row.op_differences:
         out["opDifferences"] = [d.to_json() for d in row.op_differences]
     if row.cell.schedule is not None:

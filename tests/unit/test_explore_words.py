@@ -151,10 +151,8 @@ def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case():
 def test_what_a_trial_found():
     cell = Cell.trial("record-before", SCHEDULE, handler=False)
 
-    def row(expected: dict, **extra) -> Row:
-        made = Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected))
-        made.extra |= extra
-        return made
+    def row(expected: dict, promise: dict) -> Row:
+        return Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected), promise=promise)
 
     assert found_in(row({}, promise={"kept": True})) is Found.KEPT
     assert found_in(row({}, promise={"kept": False})) is Found.BREACH

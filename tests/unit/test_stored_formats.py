@@ -50,7 +50,7 @@ def rows() -> list:
     facts = [f for _, f, _, _ in predict_ops(cell, plan, 20, 1)]
     facts[9] = [replace(facts[9][0], effects=1)]
     chaos = judge(Judgement(cell, plan, 20, 1), facts, seen_killed(), 4, 1.25)
-    chaos.extra["cell"] = "c001"
+    chaos.cell_id = "c001"
     spread = Cell("provider-key", None, Fault.KILL, spread=True)
     plan = Random(0.3, (Boundary.AFTER_EFFECT,), Fault.KILL, 1, 7)
     load = judge(
@@ -60,7 +60,7 @@ def rows() -> list:
         4,
         2.5,
     )
-    load.extra |= {"cell": "c002", "series": [{"t": 0.05, "over": 4, "kills": 0, "effects": 4}]}
+    load.cell_id, load.series = "c002", [{"t": 0.05, "over": 4, "kills": 0, "effects": 4}]
     return [chaos, load]
 
 
