@@ -45,7 +45,7 @@ FAULT_EVENTS = frozenset({"hit", "killed", "partitioned"})
 
 def label(row: ResultRow) -> str:
     """The cell's label, as the run printed it."""
-    return row.as_cell().label
+    return row.label
 
 
 def is_load(results: Results) -> bool:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from labcore.scoped import user_op_id
+from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import latency_stats
 from testbed.report import cells, document, explore, findings
 from testbed.report.cells import Anchor, CellTimeline, op_timeline
@@ -188,7 +189,7 @@ def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History])
 
 
 _OUTCOMES = (
-    ("clean", "exactly once"),
+    ("clean", OUTCOME_WORDS["once"]),
     ("duplicates", "duplicates"),
     ("missing", "missing"),
     ("both", "duplicates and missing"),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from labcore.boundaries import NONE, ORDER, boundary_label
 from labcore.delivery import APP, SETTINGS, Delivery
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from testbed.store.results import ResultRow
 
 # What a mark after a cell's `effects / missing` means.
-MARKS = {"u": "unresolved", "c": "conflicts", "f": "failed by provider", "j": "jobs failed"}
+MARKS = {"u": "unresolved", "c": "conflicts", "f": OUTCOME_WORDS["declined"], "j": "jobs failed"}
 DIFFERS = "!"
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"

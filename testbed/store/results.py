@@ -25,9 +25,10 @@ from labcore.delivery import APP, parse_delivery
 from labcore.faults import Fault
 from labcore.schedule import Schedule, ScheduleError
 from testbed.errors import UsageError
-from testbed.experiment.matrix import Cell
+from testbed.experiment.matrix import Cell, cell_label
 from testbed.experiment.scenarios import parse_scenario
 from testbed.judge.checker import COUNT_FIELDS
+from testbed.judge.promises import breaking_words
 from testbed.judge.scorecard import Row, camel
 from testbed.store.files import replaced
 from testbed.store.formats import Mismatch, Record, StoredEvent, published, shown
@@ -89,6 +90,10 @@ class BreakingOp(Record):
     attempts: int
     job: str = Field(description="finished, failed or not over.")
     fault: str = Field(description="The faults armed on it, and whether they were reached.")
+
+    def __str__(self) -> str:
+        w = self
+        return breaking_words(w.op, w.breach, w.effects, w.withdrawn, w.requests, w.attempts, w.job, w.fault)
 
 
 class PromiseVerdict(Record):
@@ -189,6 +194,15 @@ class ResultRow(Record):
     @property
     def passed(self) -> bool:
         return self.verdict != "fail"
+
+    @property
+    def label(self) -> str:
+        """The cell's label, as the run printed it, from the row's own fields."""
+        shape = None
+        if self.schedule is not None:
+            ops = self.schedule["ops"]
+            shape = (len(ops), sum(len(op["faults"]) for op in ops))
+        return cell_label(self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, shape)
 
     def as_cell(self) -> Cell:
         """The cell the row was run for (its label is the one the run printed)."""
