@@ -116,13 +116,13 @@ class Rows(list["Row"]):
     def _assert(self, name: str) -> None:
         __tracebackhide__ = True
         from testbed.judge.promises import breaches, broken, counts_of, parse_promise, unreached_faults
-        from testbed.lab import results
         from testbed.report import findings
+        from testbed.store import results
 
         promise: Promise = parse_promise(name)
         lines = []
         for row in self:
-            stored = row.extra.get("promise")
+            stored = row.promise
             if stored is None:  # a built-in strategy, run for comparison
                 continue
             problems = broken(promise, counts_of(stored)) + unreached_faults(stored) + row.anomalies

@@ -333,14 +333,14 @@ def schema_tables(schemas: dict[str, Any], level: str, anchor: str) -> list[str]
 def stored_run_markdown() -> str:
     """The files of a stored run, then each JSON format's fields, from the schemas the
     records' models publish (docs/reference/*.schema.json holds the same schemas)."""
-    from testbed.lab.history import history_schema, provider_records_schema
-    from testbed.lab.layout import FILES
-    from testbed.lab.results import results_schema
+    from testbed.store.history import history_schema, provider_records_schema
+    from testbed.store.layout import FILES
+    from testbed.store.results import results_schema
 
     out = [
         "# The stored run",
         "",
-        "Generated from the code: the files of `runs/<run-id>/` (`testbed.lab.layout`), and the fields of",
+        "Generated from the code: the files of `runs/<run-id>/` (`testbed.store.layout`), and the fields of",
         "each JSON format, from the JSON Schemas of the models that write and read it. `testbed check`",
         "validates a stored run against them before it judges it again, and refuses one that does not",
         "match with one line (exit 2).",

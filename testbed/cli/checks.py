@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.errors import UsageError
-from testbed.lab import files
+from testbed.store import files
 
 # Past either limit a run needs --yes: it would keep the machine busy or its Redis big for long.
 CONFIRM_SECONDS = 30 * 60

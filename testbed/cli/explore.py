@@ -27,8 +27,8 @@ from testbed.cli.options import (
 from testbed.cli.output import Output
 from testbed.cli.stack import shared_meta, stack_options, vars_of
 from testbed.errors import UsageError
-from testbed.lab.layout import COUNTEREXAMPLE
-from testbed.lab.store import RunStore
+from testbed.store.layout import COUNTEREXAMPLE
+from testbed.store.runs import RunStore
 
 if TYPE_CHECKING:
     from testbed.explore.trials import Judged
@@ -180,10 +180,11 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     from testbed.errors import RunFailure
     from testbed.explore.search import Exploration, explore
     from testbed.explore.trials import Trials
-    from testbed.lab import results, session
+    from testbed.lab import session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
     from testbed.report import findings, timeline
+    from testbed.store import results
 
     stack, search, settings = prepared.stack, prepared.search, prepared.settings
     done: list[Exploration] = []
@@ -217,10 +218,10 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     print(report.summary_text(explored))
     example = explored.counterexample
     if example is not None:
-        row = next(r for r in ran.rows if r.extra.get("cell") == example.cell)
+        row = next(r for r in ran.rows if r.cell_id == example.cell)
         if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
             print(findings.listing([results.parse_row(results.row_json(row))]))
-        if shown := timeline.render(row.extra.get("history", {})):
+        if shown := timeline.render(row.history or {}):
             print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)
     return 1 if explored.counterexample is not None else 0

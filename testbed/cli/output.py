@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from testbed.cli import checks
 from testbed.cli.options import StoreArgs
 from testbed.errors import RunFailure, UsageError
-from testbed.lab.files import replaced
-from testbed.lab.layout import REPORT, RESULTS
-from testbed.lab.store import RunStore
+from testbed.store.files import replaced
+from testbed.store.layout import REPORT, RESULTS
+from testbed.store.runs import RunStore
 from testbed.usecases.runs import PreparedRun, fit_stack
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ class Output:
 
     def document(self, ran: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run's results; `extra`: what a command adds of its own (explore's summary)."""
-        from testbed.lab import results
         from testbed.report import tables as report
+        from testbed.store import results
 
         meta = self.meta | ({"peakRssMb": report.peak_rss_mb()} if self.command == "load" else {})
         return results.document({"command": self.command} | ran.meta(meta, self.seed), ran.rows) | (extra or {})
@@ -52,8 +52,8 @@ class Output:
         """What else the user asked for: JUnit XML, the report page; and where the run is kept.
         `judged`: the run's results as parsed already, if they were."""
         if self.store.junit is not None or self.store.report:
-            from testbed.lab import results
             from testbed.report import junit
+            from testbed.store import results
 
             if self.store.junit is not None:
                 junit.write_junit(self.store.junit, judged or results.parse(self.document(ran, extra)))
@@ -68,8 +68,8 @@ class Output:
         leaves the run incomplete, and --json says so), then --json; if neither, stdout. If a part
         of the stack failed, or a file could not be written, the failure ends the command (exit 3)
         once the cells judged before are written. The run as kept."""
-        from testbed.lab import results  # at the end: its records are built as it is imported
-        from testbed.lab.files import Unwritable
+        from testbed.store import results  # at the end: its records are built as it is imported
+        from testbed.store.files import Unwritable
 
         stored, where = ran.stored, "stdout"
         if stored is not None and stored.broken is None:
@@ -114,8 +114,8 @@ def run(prepared: PreparedRun, out: Output, estimate: checks.Estimate, yes: bool
 def finish(ran: Any, out: Output) -> int:
     """What the run found, in words (the same as the report's and `testbed check`'s), the
     summary line, and what else the user asked for: JUnit XML, the report page."""
-    from testbed.lab import results
     from testbed.report import findings
+    from testbed.store import results
 
     judged = results.parse(out.document(ran))
     print("\n" + findings.words(judged.rows))

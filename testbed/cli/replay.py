@@ -112,7 +112,7 @@ def replay(
     ran = output.run(prepared, out, estimate, yes)
     recovery = "Celery's" if stack.celery is not None else mode
     for row in ran.rows:  # one per delivery setting on Celery
-        print(timeline.render(row.extra.get("history", {})))
+        print(timeline.render(row.history or {}))
         print(f"\n{row.cell.label}, recovery {recovery}: {timeline.summary(row.replay_latency_ms, row.kills)}")
         c = row.counts
         print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}\n")

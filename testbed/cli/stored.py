@@ -11,10 +11,10 @@ from typer import Argument, Option
 from testbed.cli.base import app, examples
 from testbed.cli.options import Expect
 from testbed.cli.output import write_report
-from testbed.lab.store import RunStore
+from testbed.store.runs import RunStore
 
 if TYPE_CHECKING:
-    from testbed.lab.results import Results
+    from testbed.store.results import Results
 
 StoreDir = Annotated[Path, Option("--store", metavar="DIR", help="The run store.")]
 RunName = Annotated[str, Argument(metavar="RUN", help="A stored run: its id, latest, or its directory.")]
@@ -24,7 +24,7 @@ def _stored(store: Path, name: str) -> tuple[Path, Results]:
     """A stored run and its results, once every file of it is found as its schema says
     (exit 2, one line naming the damaged file, where one is not; exit 3 for a run killed
     before its end)."""
-    from testbed.lab.store import check_stored
+    from testbed.store.runs import check_stored
 
     run = RunStore(store).resolve(name)
     return run, check_stored(run)
@@ -75,8 +75,8 @@ def check(
     went, and said to be incomplete (exit 3)."""
     from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
-    from testbed.lab.recheck import recheck, stored_cells
     from testbed.report import findings
+    from testbed.store.recheck import recheck, stored_cells
 
     path, results = _stored(store, run)
     if junit_path is not None:

@@ -53,18 +53,33 @@ class Cell:
 
     @property
     def label(self) -> str:
-        extra = "" if self.scenario == "none" else f", {self.scenario}"
-        runtime = "" if self.delivery is None else f"{self.delivery}: "
-        if self.schedule is not None:
-            ops, strikes = len(self.schedule.ops), len(self.schedule.strikes)
-            shape = f"{ops} op{'s' * (ops != 1)}, {strikes} fault{'s' * (strikes != 1)}"
-            return f"{runtime}{self.strategy} @ {SCHEDULE} ({shape}{extra})"
-        fault = f" ({self.fault}{extra})" if self.injected else ""
-        return f"{runtime}{self.strategy} @ {self.where}{fault}"
+        shape = None if self.schedule is None else (len(self.schedule.ops), len(self.schedule.strikes))
+        return cell_label(self.strategy, self.where, self.fault, self.scenario, self.delivery, self.injected, shape)
 
 
 # Where a trial's faults strike: where its schedule says.
 SCHEDULE = "schedule"
+
+
+def cell_label(
+    strategy: str,
+    where: str,
+    fault: str,
+    scenario: str,
+    delivery: str | None,
+    injected: bool,
+    shape: tuple[int, int] | None,
+) -> str:
+    """A cell's label, from what a cell and its stored row both name (`shape`: a trial's ops
+    and faults), so that a report labels a stored row without making its cell again."""
+    extra = "" if scenario == "none" else f", {scenario}"
+    runtime = "" if delivery is None else f"{delivery}: "
+    if shape is not None:
+        ops, strikes = shape
+        said = f"{ops} op{'s' * (ops != 1)}, {strikes} fault{'s' * (strikes != 1)}"
+        return f"{runtime}{strategy} @ {SCHEDULE} ({said}{extra})"
+    faulted = f" ({fault}{extra})" if injected else ""
+    return f"{runtime}{strategy} @ {where}{faulted}"
 
 
 def grid(

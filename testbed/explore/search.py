@@ -97,7 +97,7 @@ class Exploration:
     def coverage(self) -> Coverage:
         out = Coverage()
         for j in self.trials.judged:
-            out.add(j.trial.schedule, j.row.extra.get("history", {}))
+            out.add(j.trial.schedule, j.row.history or {})
         return out
 
     @property
@@ -123,15 +123,15 @@ class Exploration:
         found = self.counterexample
         if found is not None:
             row = found.row
-            breaking = (row.extra.get("promise") or {}).get("ops", [])
-            history = row.extra.get("history", {})
+            breaking = (row.promise or {}).get("ops", [])
+            history = row.history or {}
             out["counterexample"] = {
                 "found": found.found.value,
                 "target": found.trial.target.name,
                 "handler": found.trial.target.handler,
-                "cell": row.extra.get("cell"),
+                "cell": row.cell_id,
                 "schedule": found.trial.schedule.to_json(),
-                "words": trial_lines(found.trial.schedule, row.extra.get("opFacts", []), history, breaking),
+                "words": trial_lines(found.trial.schedule, row.op_facts or [], history, breaking),
                 "reproduced": self.reproduced,
                 "runs": confirming,
                 "replay": replay,

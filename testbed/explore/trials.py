@@ -21,7 +21,7 @@ from testbed.infra.stack import RunStack
 from testbed.judge.scorecard import Row
 from testbed.lab.options import RunOptions, scheduled
 from testbed.lab.session import run_cells
-from testbed.lab.store import RunDir
+from testbed.store.runs import RunDir
 
 
 class Found(StrEnum):
@@ -40,7 +40,7 @@ class Judged:
 def found_in(row: Row) -> Found:
     if row.differences or row.op_differences or row.anomalies:
         return Found.LAB
-    promise = row.extra.get("promise")
+    promise = row.promise
     return Found.BREACH if promise is not None and not promise["kept"] else Found.KEPT
 
 

@@ -4,7 +4,7 @@ each op, one line per op, from what the run saw (pure).
     op 1: attempt 1 killed at before-request; attempt 2 killed at after-effect;
     attempt 3 completed: 2 effects from 2 requests, job finished: duplicated
 
-Built from a trial's row, live (`Row.extra`) or stored (`ResultRow`): its
+Built from a trial's row, live (`Row`) or stored (`ResultRow`): its
 schedule, each op's facts (`opFacts`), each watched op's events and the ops
 that break its promise.
 """
@@ -116,9 +116,7 @@ _DONE = ("completed", "reconciled")
 def row_lines(row: Row) -> list[str]:
     """A trial's row: its label, then each op's line."""
     assert row.cell.schedule is not None
-    promise = row.extra.get("promise") or {}
+    promise = row.promise or {}
     verdict = "as expected" if row.passed else "; ".join(row.problems)
-    lines = trial_lines(
-        row.cell.schedule, row.extra.get("opFacts", []), row.extra.get("history", {}), promise.get("ops", [])
-    )
+    lines = trial_lines(row.cell.schedule, row.op_facts or [], row.history or {}, promise.get("ops", []))
     return [f"{row.cell.label}: {verdict}", *(f"  {line}" for line in lines)]

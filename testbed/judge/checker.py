@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Literal
 
 from workers.flow import LOCALLY_DONE, Outcome
 
@@ -58,6 +59,55 @@ class HeldOp:
     reason: str
 
 
+# What became of a logical action, worst first: the one classification the checker counts and
+# the reports tell (timelines, findings, JUnit, `testbed check` through the counts).
+ActionOutcome = Literal["duplicated", "missing", "held", "declined", "once"]
+
+# Each outcome in words, as every report says it.
+OUTCOME_WORDS: dict[ActionOutcome, str] = {
+    "duplicated": "duplicated",
+    "missing": "missing",
+    "held": "held (unresolved or conflict)",
+    "declined": "failed by provider",
+    "once": "exactly once",
+}
+
+# What an attempt concludes when it holds its op back instead of counting it done.
+HELD_OUTCOMES = (Outcome.UNRESOLVED, Outcome.CONFLICT)
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """A logical action, classified: its outcome, and what besides it the counts record of it."""
+
+    outcome: ActionOutcome
+    extra_effects: int  # effects past the first: duplicated work
+    failed_by_provider: bool  # no effect, and a permanent provider error: an answer, not lost work
+    false_completion: bool  # no effect, yet the application concluded it done (silent loss)
+    unrecorded_effect: bool  # an effect the application never concluded done
+
+
+def classify(effects: int, declined: bool, done: bool, held: bool) -> Classified:
+    """What became of a logical action, from its effects at the provider (withdrawn ones
+    included), whether the provider declined it, whether the application concluded it done,
+    and whether an attempt holds it (unresolved, conflict). Pure."""
+    if effects > 1:
+        outcome: ActionOutcome = "duplicated"
+    elif effects == 0 and not declined:
+        outcome = "missing"
+    elif held:
+        outcome = "held"
+    else:
+        outcome = "declined" if effects == 0 else "once"
+    return Classified(
+        outcome,
+        extra_effects=max(0, effects - 1),
+        failed_by_provider=effects == 0 and declined,
+        false_completion=effects == 0 and done,
+        unrecorded_effect=effects > 0 and not done,
+    )
+
+
 @dataclass(slots=True)
 class Tally:
     counts: Counts = field(default_factory=Counts)
@@ -68,25 +118,23 @@ class Tally:
         c = self.counts
         c.intended += 1
         effects = sum(o.effects for o in ops)
-        declined = any(o.declined for o in ops)
         done = any(o.outcome in LOCALLY_DONE for o in ops)
+        held = any(o.outcome in HELD_OUTCOMES for o in ops)
+        k = classify(effects, any(o.declined for o in ops), done, held)
         c.effects += effects
         c.withdrawn_effects += sum(o.withdrawn for o in ops)
         c.requests += sum(o.sends for o in ops)
         c.lookups += sum(o.lookups for o in ops)
         c.replays += sum(max(0, o.attempts - 1) for o in ops)
         c.jobs_failed += sum(o.job_failed for o in ops)
-        if effects:
-            c.duplicate_effects += effects - 1
-            c.unrecorded_effects += not done
-        else:
-            # A permanent provider error is an answer, not lost work.
-            c.failed_by_provider += declined
-            c.missing_operations += not declined
-            c.false_completions += done
-            c.skipped_without_effect += any(o.outcome is Outcome.SKIPPED for o in ops)
+        c.duplicate_effects += k.extra_effects
+        c.unrecorded_effects += k.unrecorded_effect
+        c.failed_by_provider += k.failed_by_provider
+        c.missing_operations += k.outcome == "missing"
+        c.false_completions += k.false_completion
+        c.skipped_without_effect += not effects and any(o.outcome is Outcome.SKIPPED for o in ops)
         for o in ops:
-            if o.outcome in (Outcome.UNRESOLVED, Outcome.CONFLICT):
+            if o.outcome in HELD_OUTCOMES:
                 c.unresolved += o.outcome is Outcome.UNRESOLVED
                 c.conflicts += o.outcome is Outcome.CONFLICT
                 self.held.append(HeldOp(o.op, o.outcome.value, o.detail))

@@ -25,7 +25,7 @@ _RECORDED = tuple(f.name for f in fields(ReferenceRecord))  # the provider's sid
 class ProviderRecords(Protocol):
     """What a provider recorded of some references: its log (provider.store.LogReader),
     its audit over HTTP (testbed.infra.hosts.RemoteLog), or what that audit said, as a
-    stored run kept it (testbed.lab.store.StoredRecords)."""
+    stored run kept it (testbed.store.runs.StoredRecords)."""
 
     def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]: ...
 

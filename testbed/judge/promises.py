@@ -66,23 +66,28 @@ class OpReport:
     fault: str  # the fault armed on it, and whether it was hit
 
     def __str__(self) -> str:
-        recorded = f"{self.effects} effect{'s' * (self.effects != 1)}"
-        if self.withdrawn:
-            recorded += f" ({self.withdrawn} withdrawn)"
-        job = (
-            "job finished: a false completion"
-            if self.breach is Breach.MISSING and self.job == "finished"
-            else (f"job {self.job}")
-        )
-        return (
-            f"{self.op}: {self.breach}: the provider recorded {recorded} from {self.requests} "
-            f"request{'s' * (self.requests != 1)}; {self.attempts} attempt{'s' * (self.attempts != 1)}; "
-            f"{self.fault}; {job}"
+        return breaking_words(
+            self.op, self.breach, self.effects, self.withdrawn, self.requests, self.attempts, self.job, self.fault
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OpReport:
         return cls(**{**data, "breach": Breach(data["breach"])})
+
+
+def breaking_words(
+    op: str, breach: str, effects: int, withdrawn: int, requests: int, attempts: int, job: str, fault: str
+) -> str:
+    """An op that breaks a promise, in words: from a live report (OpReport) or a stored one."""
+    recorded = f"{effects} effect{'s' * (effects != 1)}"
+    if withdrawn:
+        recorded += f" ({withdrawn} withdrawn)"
+    finished = "job finished: a false completion" if breach == Breach.MISSING and job == "finished" else f"job {job}"
+    return (
+        f"{op}: {breach}: the provider recorded {recorded} from {requests} "
+        f"request{'s' * (requests != 1)}; {attempts} attempt{'s' * (attempts != 1)}; "
+        f"{fault}; {finished}"
+    )
 
 
 def _job_state(ops: Sequence[OpFacts]) -> str:

@@ -1,6 +1,6 @@
 """A scorecard row: the observed counts next to the expected ones, and the verdict.
 
-As results.json holds it: testbed.lab.results (`row_json`)."""
+As results.json holds it: testbed.store.results (`row_json`)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,13 @@ class Row:
     replay_latency_ms: dict[str, float] | None = None
     anomalies: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # invariants a load row breaks
-    extra: dict[str, Any] = field(default_factory=dict)
+    # What results.json keeps of a row besides its counts, each written where it is set, in this order.
+    history: dict[str, list[dict[str, Any]]] | None = None  # the watched ops' events (observer.history_json)
+    invariants: list[str] | None = None  # what the strategy promises whatever the faults (a load row)
+    promise: dict[str, Any] | None = None  # the promise's stored verdict (promises.verdict)
+    op_facts: list[dict[str, Any]] | None = None  # a trial's ops, each as its account in words reads it
+    cell_id: str | None = None  # the row's cell in the run (its cell line in history.jsonl)
+    series: list[dict[str, float]] | None = None  # a load row's samples over time
     op_differences: list[Any] = field(default_factory=list)  # verdict.OpDifference, when the row differs
 
     @property

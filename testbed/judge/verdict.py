@@ -62,7 +62,7 @@ def judge(
         # A trial has a few ops: what happened to each is kept, for its account in words.
         kept: list[Sequence[OpFacts]] = []
         row = _judge(j, _keeping(observed, kept), seen, workers, wall)
-        row.extra["opFacts"] = [{"op": facts[0].op, **_summary(facts)} for facts in kept]
+        row.op_facts = [{"op": facts[0].op, **_summary(facts)} for facts in kept]
         return row
     return _judge(j, observed, seen, workers, wall)
 
@@ -107,12 +107,12 @@ def _judge(
         row.broken.append(promises.not_tested(armed))
     if j.promises:
         row.broken += invariants.broken(j.cell.strategy, real.counts)
-        row.extra["invariants"] = invariants.promises(j.cell.strategy)
+        row.invariants = invariants.promises(j.cell.strategy)
     if ops_differing and not row.differences and not j.overrides:
         # Totals can agree while ops differ (one op's effect where another's was due).
         row.broken.append(f"{ops_differing} op{'s' * (ops_differing != 1)} differ from the model")
     if by_promise is not None:
-        broken, row.extra["promise"] = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
+        broken, row.promise = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
         row.broken += broken
     if not row.passed:
         row.op_differences = [_difference(j, seq, facts, predicted, seen) for seq, facts, predicted in differing]
@@ -132,7 +132,7 @@ def _judge_by_promise(
     if j.overrides:
         expected = expected.override(j.overrides)
     row = _row(j, real, expected, seen, workers, wall)
-    row.broken, row.extra["promise"] = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
+    row.broken, row.promise = promises.verdict(by_promise, j.plan, j.ops, seen.faults)
     return row
 
 
@@ -150,7 +150,7 @@ def _row(j: Judgement, real: Tally, expected: Expected, seen: CellObservations, 
         anomalies=seen.anomalies,
     )
     if seen.keep_history:
-        row.extra["history"] = seen.history_json()
+        row.history = seen.history_json()
     return row
 
 

@@ -38,14 +38,14 @@ from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
-from testbed.lab.history import cell_line, facts_line, noted_line, records_line
 from testbed.lab.options import RunOptions
-from testbed.lab.series import Series
-from testbed.lab.store import RunDir
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
 from testbed.nemesis.world import World
+from testbed.store.history import cell_line, facts_line, noted_line, records_line
+from testbed.store.runs import RunDir
+from testbed.store.series import Series
 from workers.handler import JobSpec
 from workers.worker import HANDLER as JOB_FUNCTION
 
@@ -332,10 +332,10 @@ class CellRunner:
             r.cell, r.plan, r.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
         )
         row = judge(judgement, observed, seen, s.options.workers, wall)
-        row.extra["cell"] = r.id
+        row.cell_id = r.id
         if r.series is not None:
             r.series.sample(wall, r.over, seen.kill_count, row.counts.effects, final=True)
-            row.extra["series"] = r.series.to_json()
+            row.series = r.series.to_json()
         return row
 
     def _progress(self, r: _Running, now: float) -> Progress:

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from testbed.errors import Interrupted, RunFailure
 from testbed.infra.stack import RunStack, Stack, StackOptions
-from testbed.lab.files import Unwritable
 from testbed.lab.options import RunOptions
-from testbed.lab.store import RunDir, RunStore
+from testbed.store.files import Unwritable
+from testbed.store.runs import RunDir, RunStore
 
 if TYPE_CHECKING:
     from testbed.judge.scorecard import Row

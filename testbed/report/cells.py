@@ -23,26 +23,20 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from testbed.lab.history import LocalFacts
-from testbed.lab.results import HeldOp
+from testbed.judge.checker import HELD_OUTCOMES, OUTCOME_WORDS, ActionOutcome, classify
 from testbed.report.document import faulted
 from testbed.report.effects import AtProvider, Effect, Ledger, Source
+from testbed.store.history import LocalFacts
+from testbed.store.results import HeldOp
 from workers.flow import LOCALLY_DONE, Outcome
 
 Event = Mapping[str, Any]
 T = TypeVar("T")
-OpOutcome = Literal["duplicated", "missing", "held", "declined", "once", "unknown"]
+OpOutcome = ActionOutcome | Literal["unknown"]  # unknown: the run kept no record of the provider's side
 Track = Literal["lab", "attempt", "provider"]
 
-# What became of an op, worst first (the order of the rows), in the page's words.
-OUTCOMES: dict[OpOutcome, str] = {
-    "duplicated": "duplicated",
-    "missing": "missing",
-    "held": "held (unresolved or conflict)",
-    "declined": "failed by provider",
-    "once": "exactly once",
-    "unknown": "not known",
-}
+# What became of an op, worst first (the order of the rows), in the judge's words.
+OUTCOMES: dict[OpOutcome, str] = {outcome: words for outcome, words in OUTCOME_WORDS.items()} | {"unknown": "not known"}
 BAD: frozenset[OpOutcome] = frozenset({"duplicated", "missing", "held"})
 ROWS = 50  # at most, per cell: a long cell's timeline stays readable and the page light
 
@@ -213,8 +207,8 @@ class Judged:
             "missing": "missing: no effect at the provider"
             + (", and the job reported it done (a false completion)" if self.done else ""),
             "held": f"{self.effects} effect(s) at the provider{gone}",
-            "declined": "failed by provider: it answered a permanent error",
-            "once": f"exactly once: one effect at the provider{gone}",
+            "declined": f"{OUTCOMES['declined']}: it answered a permanent error",
+            "once": f"{OUTCOMES['once']}: one effect at the provider{gone}",
         }
         first = [held, story["held"]] if self.outcome == "held" else [story.get(self.outcome, ""), held]
         return _words(*first, *job)
@@ -229,7 +223,7 @@ def judge(
     """What became of a logical action (all its ops), from the provider's side where the run kept it."""
     state = (held.state, held.reason) if held else ("", "")
     if not held:
-        stuck = next((f for f in local if f.outcome in _HELD), None)
+        stuck = next((f for f in local if f.outcome in HELD_OUTCOMES), None)
         if stuck is not None and stuck.outcome is not None:
             state = (stuck.outcome.value, stuck.detail)
     if not at_provider or any(a is None for a in at_provider):
@@ -239,18 +233,8 @@ def judge(
     effects = sum(a.effects for a in known)
     withdrawn = sum(a.withdrawn for a in known)
     done = any(f.outcome in LOCALLY_DONE for f in local)  # with no effect: the article's sign of silent loss
-    if effects > 1:
-        outcome: OpOutcome = "duplicated"
-    elif effects == 0 and not any(a.declined for a in known):
-        outcome = "missing"
-    elif state[0]:
-        outcome = "held"
-    else:
-        outcome = "declined" if effects == 0 else "once"
+    outcome = classify(effects, any(a.declined for a in known), done, bool(state[0])).outcome
     return Judged(outcome, local, effects, withdrawn, state, done)
-
-
-_HELD = (Outcome.UNRESOLVED, Outcome.CONFLICT)
 
 
 def _plainly_once(ops: Sequence[LocalFacts], logged: Mapping[str, AtProvider], held: Mapping[str, HeldOp]) -> bool:
@@ -260,7 +244,11 @@ def _plainly_once(ops: Sequence[LocalFacts], logged: Mapping[str, AtProvider], h
     f = ops[0]
     found = logged.get(f.op)
     return (
-        found is not None and found.effects == 1 and not found.declined and f.op not in held and f.outcome not in _HELD
+        found is not None
+        and found.effects == 1
+        and not found.declined
+        and f.op not in held
+        and f.outcome not in HELD_OUTCOMES
     )
 
 

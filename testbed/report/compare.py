@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.judge.scorecard import latency_stats
-from testbed.lab.results import ResultRow, Results
 from testbed.report import document
 from testbed.report.latency import replay_latency
 from testbed.report.tables import CellKey, stored_row_key
+from testbed.store.results import ResultRow, Results
 
 # A matched cell whose counts agree is still listed when its median replay latency changes by this factor.
 LATENCY_FACTOR = 2.0

@@ -1,7 +1,7 @@
-"""A stored run, as the reports read it: its results (`testbed.lab.results`)
+"""A stored run, as the reports read it: its results (`testbed.store.results`)
 and, optionally, the run's event stream (pure).
 
-The event stream is the run store's history.jsonl (`testbed.lab.history`):
+The event stream is the run store's history.jsonl (`testbed.store.history`):
 each event's line carries the event's own fields (as under a row's
 `history`) with the cell it belongs to (a row's `cell`) and its op:
 
@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.lab.history import CellLine, EventLine, FactsLine, Line, LocalFacts
-from testbed.lab.results import ResultRow, Results
 from testbed.report.tables import RANDOM
+from testbed.store.history import CellLine, EventLine, FactsLine, Line, LocalFacts
+from testbed.store.results import ResultRow, Results
 
 Event = Mapping[str, Any]
 History = dict[str, list[dict[str, Any]]]  # op -> its events
@@ -45,7 +45,7 @@ FAULT_EVENTS = frozenset({"hit", "killed", "partitioned"})
 
 def label(row: ResultRow) -> str:
     """The cell's label, as the run printed it."""
-    return row.as_cell().label
+    return row.label
 
 
 def is_load(results: Results) -> bool:

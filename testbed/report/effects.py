@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from provider.ledger import SendOutcome
-from testbed.lab.history import read_provider_records
-from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
+from testbed.store.history import read_provider_records
+from testbed.store.layout import PROVIDER_LOG, PROVIDER_RECORDS
 
 Source = Literal["log", "audit", "none"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from labcore.boundaries import ORDER
-from testbed.lab.results import ExploreSummary, Results, Struck
 from testbed.report.svg import PALETTE, el, esc, svg, text, tip, void
 from testbed.report.tables import aligned
+from testbed.store.results import ExploreSummary, Results, Struck
 
 _CELL_W, _CELL_H, _LEFT, _TOP = 74, 26, 116, 22
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from labcore.boundaries import NONE
-from testbed.judge.promises import OpReport
-from testbed.lab.results import OpDifference, ResultRow
+from testbed.judge.checker import OUTCOME_WORDS
+from testbed.store.results import OpDifference, ResultRow
 
 
 class Kind(StrEnum):
@@ -111,8 +111,7 @@ def _op_lines(row: ResultRow) -> list[OpLine]:
     lines = []
     if row.promise is not None:
         for breaking in row.promise.ops:
-            report = OpReport.from_dict(breaking.model_dump())
-            lines.append(OpLine(report.op, Kind(report.breach.value), str(report)))
+            lines.append(OpLine(breaking.op, Kind(breaking.breach), str(breaking)))
     for op in row.op_differences or ():
         lines.append(OpLine(op.op, Kind.DIFFERS, op_difference_text(op)))
     for held in row.held:
@@ -124,10 +123,10 @@ def _op_lines(row: ResultRow) -> list[OpLine]:
 def cell_findings(row: ResultRow) -> CellFindings:
     outcome = bad_outcome(row)
     return CellFindings(
-        label=row.as_cell().label,
+        label=row.label,
         subject=row.strategy,
         passed=row.passed,
-        outcome=", ".join(outcome) or "exactly once",
+        outcome=", ".join(outcome) or OUTCOME_WORDS["once"],
         verdict=_verdict(row, outcome),
         problems=list(row.differences),
         ops=_op_lines(row),

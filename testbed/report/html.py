@@ -27,9 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from labcore.scoped import user_op_id
+from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import latency_stats
-from testbed.lab.history import Line as HistoryLine
-from testbed.lab.results import OpDifference, ResultRow, Results
 from testbed.report import cells, document, explore, findings
 from testbed.report.cells import Anchor, CellTimeline, op_timeline
 from testbed.report.effects import NOTHING, ProviderSide
@@ -38,6 +37,8 @@ from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, st
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
+from testbed.store.history import Line as HistoryLine
+from testbed.store.results import OpDifference, ResultRow, Results
 
 DASH = "\u2013"  # an absent value
 OPEN_CELLS, OPEN_ROWS = 3, 60  # timelines open with the page besides the failing cells': so many, so many rows
@@ -188,7 +189,7 @@ def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History])
 
 
 _OUTCOMES = (
-    ("clean", "exactly once"),
+    ("clean", OUTCOME_WORDS["once"]),
     ("duplicates", "duplicates"),
     ("missing", "missing"),
     ("both", "duplicates and missing"),

@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
-from testbed.lab.files import replaced
-from testbed.lab.results import ResultRow, Results
 from testbed.report import document, explore, findings
+from testbed.store.files import replaced
+from testbed.store.results import ResultRow, Results
 
 
 def junit(results: Results) -> ET.Element:
@@ -81,7 +81,7 @@ def _case(suite: ET.Element, row: ResultRow) -> None:
 
 
 def write_junit(path: Path | str, results: Results) -> None:
-    """Whole or not at all (`testbed.lab.files.replaced`): Unwritable where it cannot be."""
+    """Whole or not at all (`testbed.store.files.replaced`): Unwritable where it cannot be."""
     tree = ET.ElementTree(junit(results))
     ET.indent(tree)
     target = Path(path)

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.lab import results
-from testbed.lab.history import read_history
-from testbed.lab.layout import RESULTS
 from testbed.report import effects, html
+from testbed.store import results
+from testbed.store.history import read_history
+from testbed.store.layout import RESULTS
 
 
 def of_run(run: Path) -> str:

@@ -1,7 +1,7 @@
 """What a run prints: the article-style tables.
 
 The tables are built from rows of either kind: the run's `Row` objects, or
-the rows of a stored results.json (`testbed.lab.results.ResultRow`). Both go
+the rows of a stored results.json (`testbed.store.results.ResultRow`). Both go
 through the same grid (which cells, in which order, under which title) and
 the same cell text, so a report drawn from a stored run shows what the run
 printed.
@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from labcore.boundaries import NONE, ORDER, boundary_label
 from labcore.delivery import APP, SETTINGS, Delivery
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import Row
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from testbed.lab.results import ResultRow
+    from testbed.store.results import ResultRow
 
 # What a mark after a cell's `effects / missing` means.
-MARKS = {"u": "unresolved", "c": "conflicts", "f": "failed by provider", "j": "jobs failed"}
+MARKS = {"u": "unresolved", "c": "conflicts", "f": OUTCOME_WORDS["declined"], "j": "jobs failed"}
 DIFFERS = "!"
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"
@@ -211,7 +212,7 @@ def load_grid(rows: Sequence[ResultRow]) -> list[list[str]]:
 
 def load_table(rows: Sequence[Row], note: str) -> str:
     """One line per strategy: what the provider recorded, what the strategy promises, and how fast."""
-    from testbed.lab.results import parse_row, row_json
+    from testbed.store.results import parse_row, row_json
 
     stored = [parse_row(row_json(r) | {"wallSeconds": r.wall_seconds}) for r in rows]
     return "\n".join([f"load: {note}", *aligned(load_grid(stored))])

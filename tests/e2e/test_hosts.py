@@ -20,9 +20,9 @@ import sys
 import pytest
 
 from testbed.experiment.scenarios import SCENARIOS
-from testbed.lab import results
-from testbed.lab.layout import PROVIDER_LOG, PROVIDER_RECORDS
 from testbed.report import html
+from testbed.store import results
+from testbed.store.layout import PROVIDER_LOG, PROVIDER_RECORDS
 from tests.support import compose
 from tests.support.dom import parse
 from tests.support.report_page import assert_cell_timeline, label_of

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.lab import results as stored
 from testbed.report import findings
+from testbed.store import results as stored
 from tests.support.browser import BROWSER, NO_BROWSER, open_in_browser
 from tests.support.dom import parse
 from tests.support.helpers import run_testbed

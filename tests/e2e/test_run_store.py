@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from testbed.lab import results
+from testbed.store import results
 from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ import pytest
 
 from provider.store import LogReader, ReferenceRecord
 from testbed.cli import app
-from testbed.lab import history
+from testbed.store import history
 from tests.support.helpers import assert_left_nothing, descendants, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e

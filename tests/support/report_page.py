@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from testbed.lab import results as stored
 from testbed.report import document
+from testbed.store import results as stored
 from tests.support.dom import Node
 
 BAD = ("duplicated", "missing", "held")

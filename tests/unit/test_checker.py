@@ -1,6 +1,6 @@
 """How the checker classifies an op from the provider's records and the application's outcome."""
 
-from testbed.judge.checker import OpFacts, tally
+from testbed.judge.checker import OUTCOME_WORDS, OpFacts, classify, tally
 from workers.flow import Outcome
 
 
@@ -61,3 +61,26 @@ def test_replays_are_attempts_beyond_the_first():
         ]
     ).counts
     assert (c.intended, c.replays) == (2, 1)
+
+
+def test_one_classification_worst_first():
+    """Duplicated over missing over held over failed by provider over exactly once, as every report says it."""
+    said = {
+        (2, False, True, True): "duplicated",
+        (0, False, True, True): "missing",
+        (1, False, False, True): "held (unresolved or conflict)",
+        (0, True, False, True): "held (unresolved or conflict)",
+        (0, True, False, False): "failed by provider",
+        (1, False, True, False): "exactly once",
+    }
+    for (effects, declined, done, held), words in said.items():
+        assert OUTCOME_WORDS[classify(effects, declined, done, held).outcome] == words
+
+
+def test_what_the_counts_take_from_a_classification():
+    duplicated = classify(3, False, False, False)
+    assert (duplicated.extra_effects, duplicated.unrecorded_effect, duplicated.false_completion) == (2, True, False)
+    silent = classify(0, False, True, False)
+    assert (silent.outcome, silent.false_completion, silent.failed_by_provider) == ("missing", True, False)
+    declined = classify(0, True, False, False)
+    assert (declined.failed_by_provider, declined.extra_effects) == (True, 0)

@@ -85,9 +85,9 @@ def test_every_route_appears_with_its_parameters_and_responses():
 
 
 def test_every_field_of_every_stored_format_appears():
-    from testbed.lab.history import history_schema, provider_records_schema
-    from testbed.lab.layout import FILES
-    from testbed.lab.results import results_schema
+    from testbed.store.history import history_schema, provider_records_schema
+    from testbed.store.layout import FILES
+    from testbed.store.results import results_schema
 
     page = reference.stored_run_markdown()
     for file in FILES:

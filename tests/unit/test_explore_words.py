@@ -12,9 +12,9 @@ from testbed.explore.trials import Found, found_in
 from testbed.explore.words import schedule_lines, trial_lines
 from testbed.judge.checker import Counts
 from testbed.judge.scorecard import Expected, Row
-from testbed.lab.results import parse
 from testbed.report.explore import coverage_section, coverage_text, summary_text
 from testbed.report.junit import junit
+from testbed.store.results import parse
 
 B, F = Boundary, Fault
 OP = "tenant-demo:notification:1"
@@ -151,10 +151,8 @@ def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case():
 def test_what_a_trial_found():
     cell = Cell.trial("record-before", SCHEDULE, handler=False)
 
-    def row(expected: dict, **extra) -> Row:
-        made = Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected))
-        made.extra |= extra
-        return made
+    def row(expected: dict, promise: dict) -> Row:
+        return Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected), promise=promise)
 
     assert found_in(row({}, promise={"kept": True})) is Found.KEPT
     assert found_in(row({}, promise={"kept": False})) is Found.BREACH

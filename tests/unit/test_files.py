@@ -1,4 +1,4 @@
-"""The one way the lab writes its user's files (testbed.lab.files): whole or not at all,
+"""The one way the lab writes its user's files (testbed.store.files): whole or not at all,
 under a temp name nobody can guess that is created new, renamed over its place; never
 through a symlink planted at a temp name or at the file's own name."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.lab import files
-from testbed.lab.files import Unwritable
+from testbed.store import files
+from testbed.store.files import Unwritable
 from tests.support.helpers import horse
 
 SECRET = b"root's own\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from testbed.lab.results import parse_row
 from testbed.report import findings
+from testbed.store.results import parse_row
 from tests.support.rows import row
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from provider.store import ReferenceRecord
 from testbed.errors import UsageError
-from testbed.lab.history import records_line
-from testbed.lab.layout import PROVIDER_RECORDS
-from testbed.lab.store import RunDir, StoredRecords
+from testbed.store.history import records_line
+from testbed.store.layout import PROVIDER_RECORDS
+from testbed.store.runs import RunDir, StoredRecords
 
 OPS = [f"op-{n}" for n in range(1, 1501)]
 

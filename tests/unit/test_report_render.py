@@ -8,13 +8,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from testbed.lab import history
-from testbed.lab import results as stored
-from testbed.lab.series import Series
 from testbed.report import document, html, tables
 from testbed.report.compare import compare, in_common, render_text
 from testbed.report.junit import write_junit
 from testbed.report.latency import recovery_mode, replay_latency
+from testbed.store import history
+from testbed.store import results as stored
+from testbed.store.series import Series
 from tests.support.dom import parse
 from tests.support.rows import row
 

@@ -14,12 +14,12 @@ import pytest
 from provider.contract import Contract
 from provider.ledger import SendTicket
 from provider.store import Store
-from testbed.lab import history
-from testbed.lab import results as stored
-from testbed.lab.results import HeldOp
 from testbed.report import cells, effects, html, page, plots
 from testbed.report.cells import CellFacts, cell_timeline, judge
 from testbed.report.effects import AtProvider, Effect, Ledger, ProviderSide
+from testbed.store import history
+from testbed.store import results as stored
+from testbed.store.results import HeldOp
 from tests.support.dom import parse
 from tests.unit.test_report_render import document_of, row
 

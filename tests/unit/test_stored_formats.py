@@ -19,9 +19,9 @@ from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import Judgement, judge
-from testbed.lab import history, reference, results
-from testbed.lab.formats import Mismatch
 from testbed.lab.session import Session
+from testbed.store import history, reference, results
+from testbed.store.formats import Mismatch
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
 T = 1_796_000_000.0
@@ -50,7 +50,7 @@ def rows() -> list:
     facts = [f for _, f, _, _ in predict_ops(cell, plan, 20, 1)]
     facts[9] = [replace(facts[9][0], effects=1)]
     chaos = judge(Judgement(cell, plan, 20, 1), facts, seen_killed(), 4, 1.25)
-    chaos.extra["cell"] = "c001"
+    chaos.cell_id = "c001"
     spread = Cell("provider-key", None, Fault.KILL, spread=True)
     plan = Random(0.3, (Boundary.AFTER_EFFECT,), Fault.KILL, 1, 7)
     load = judge(
@@ -60,7 +60,7 @@ def rows() -> list:
         4,
         2.5,
     )
-    load.extra |= {"cell": "c002", "series": [{"t": 0.05, "over": 4, "kills": 0, "effects": 4}]}
+    load.cell_id, load.series = "c002", [{"t": 0.05, "over": 4, "kills": 0, "effects": 4}]
     return [chaos, load]
 
 
@@ -79,7 +79,7 @@ def published(name: str) -> jsonschema.protocols.Validator:
 def test_the_published_schemas_are_the_records_own():
     for name, text in reference.rendered().items():
         path = REFERENCE / name
-        assert path.is_file() and path.read_text() == text, f"{path} is stale: python -m testbed.lab.reference"
+        assert path.is_file() and path.read_text() == text, f"{path} is stale: python -m testbed.store.reference"
 
 
 @pytest.mark.parametrize("failure", [None, "the provider died"])

@@ -13,9 +13,9 @@ import pytest
 from provider.store import Store
 from testbed.errors import RunFailure, UsageError
 from testbed.experiment.matrix import Cell
-from testbed.lab import history, results
-from testbed.lab.formats import Mismatch
-from testbed.lab.store import INTERRUPTED, RUNNING, RunStore, StoredLog, check_stored, unended
+from testbed.store import history, results
+from testbed.store.formats import Mismatch
+from testbed.store.runs import INTERRUPTED, RUNNING, RunStore, StoredLog, check_stored, unended
 from tests.unit.test_stored_formats import document
 
 CELL = history.cell_line("c001", "r.c001", Cell("retry-only", None))

@@ -9,7 +9,7 @@ from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import MAX_NAMED_OPS, Judgement, judge
-from testbed.lab.results import row_json
+from testbed.store.results import row_json
 
 CELL = Cell("record-after", Boundary.AFTER_EFFECT)
 PLAN = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)

@@ -1,9 +1,9 @@
 """A stored run as a whole: the files of `runs/<run-id>/`, and what each holds.
 
 Each format is written and read in one module: results.json in
-`testbed.lab.results`, the two line files in `testbed.lab.history`; their
-JSON Schemas are published in docs/reference/ (`testbed.lab.reference`).
-The run store (`testbed.lab.store`) makes the directory and keeps it.
+`testbed.store.results`, the two line files in `testbed.store.history`; their
+JSON Schemas are published in docs/reference/ (`testbed.store.reference`).
+The run store (`testbed.store.runs`) makes the directory and keeps it.
 """
 
 from __future__ import annotations

@@ -1,19 +1,19 @@
 """The run store: every run kept under `runs/<run-id>/`, with `runs/latest`.
 
-A stored run holds the files of `testbed.lab.layout.FILES`:
-- `results.json`, as `--json` writes it (`testbed.lab.results`);
+A stored run holds the files of `testbed.store.layout.FILES`:
+- `results.json`, as `--json` writes it (`testbed.store.results`);
 - `history.jsonl`, written while the run goes: each cell as it starts, every
   event of every watched op, anomalies, and each op's local facts when its
   cell is judged; one line each, so a long run's memory stays flat
-  (`testbed.lab.history`);
+  (`testbed.store.history`);
 - `provider.sqlite3`, a consistent copy of the provider's effect log; or, for
   a provider the run did not start (`--hosts`: its log stays on its host),
   `provider-records.jsonl`, what that provider's audit said of each op, as
-  the run judged it, written with the op's local facts (`testbed.lab.history`);
+  the run judged it, written with the op's local facts (`testbed.store.history`);
 - `logs/`, the processes' logs;
 - `report.html`, once `--report` or `testbed report` has written it.
 
-Every file is written through `testbed.lab.files` (never through a planted
+Every file is written through `testbed.store.files` (never through a planted
 symlink); one the file system refuses breaks the store, and the run ends as
 the lab's failure (exit 3). While the run goes its process holds a lock on
 its directory: a directory with no results.json and no lock is a run killed
@@ -45,13 +45,13 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
 
 from provider.store import LogReader, ReferenceRecord
 from testbed.errors import RunFailure, UsageError
-from testbed.lab import files
-from testbed.lab.files import Unwritable
-from testbed.lab.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
+from testbed.store import files
+from testbed.store.files import Unwritable
+from testbed.store.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
 
 if TYPE_CHECKING:
     from testbed.judge.facts import ProviderRecords
-    from testbed.lab.results import Results
+    from testbed.store.results import Results
 
 LATEST = "latest"
 
@@ -64,7 +64,7 @@ _BUFFER = 1 << 16
 class RunDir:
     """One run's directory, written while the run goes. Its run holds a lock on it until
     the run's process exits: a directory without results.json and without the lock is a
-    run killed before its end. Every file is written through `testbed.lab.files`; the first
+    run killed before its end. Every file is written through `testbed.store.files`; the first
     one the file system refuses breaks the store (`broken`), and every later write and
     `close` raise that Unwritable again."""
 
@@ -79,12 +79,12 @@ class RunDir:
         self._flushed = time.monotonic()
 
     def record(self, line: str) -> None:
-        """A line of the history, as `testbed.lab.history` writes it (cell_line, noted_line, facts_line)."""
+        """A line of the history, as `testbed.store.history` writes it (cell_line, noted_line, facts_line)."""
         self._write(self._history, line)
 
     def keep_records(self, line: str) -> None:
         """What a provider the run did not start (its log stays on its host) said of
-        some ops, as the run judged them (`testbed.lab.history.records_line`)."""
+        some ops, as the run judged them (`testbed.store.history.records_line`)."""
         if self._records is None:
             self._records = self._guarded(lambda: _Stream(self.path / PROVIDER_RECORDS))
         self._write(self._records, line)
@@ -139,7 +139,7 @@ class RunDir:
 
     def keep_results(self, document: dict[str, Any]) -> None:
         """results.json, the run's last file: the run has ended, and its lock goes."""
-        from testbed.lab import results
+        from testbed.store import results
 
         self._guarded(lambda: results.write(self.path / RESULTS, document))
         os.close(self._lock)
@@ -204,7 +204,7 @@ class StoredRecords:
     run judged has its record there: one without is a file cut short (UsageError)."""
 
     def __init__(self, run: Path) -> None:
-        from testbed.lab.history import read_provider_records
+        from testbed.store.history import read_provider_records
 
         self._path = run / PROVIDER_RECORDS
         self._ledgers: dict[str, dict[str, ReferenceRecord]] = {}
@@ -369,7 +369,7 @@ class StoredRun:
     def read(cls, path: Path) -> StoredRun:
         """What `testbed runs` lists of a stored run: ? for what it does not say; the verdict
         running, interrupted, damaged (results.json unreadable), incomplete, fail or pass."""
-        from testbed.lab import results
+        from testbed.store import results
 
         size = _size(path)
         if (state := unended(path)) is not None:
@@ -397,7 +397,7 @@ def check_stored(run: Path) -> Results:
     says (results.json, each line of history.jsonl, the provider's log or records): one line
     naming the damaged file where one is not (UsageError, exit 2). A run still going is
     refused (UsageError); one killed before its end is said to be incomplete (RunFailure, exit 3)."""
-    from testbed.lab import results
+    from testbed.store import results
 
     state = unended(run)
     if state == RUNNING:
@@ -435,7 +435,7 @@ class _Tally:
 
     @classmethod
     def of(cls, run: Path, interrupted: bool = False) -> _Tally:
-        from testbed.lab import history
+        from testbed.store import history
 
         tally = cls()
         for line in history.read_history(run, interrupted=interrupted):
@@ -456,6 +456,6 @@ class _Tally:
 
 
 def _shown(path: Path) -> str:
-    from testbed.lab.formats import shown
+    from testbed.store.formats import shown
 
     return shown(path)

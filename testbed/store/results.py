@@ -25,14 +25,15 @@ from labcore.delivery import APP, parse_delivery
 from labcore.faults import Fault
 from labcore.schedule import Schedule, ScheduleError
 from testbed.errors import UsageError
-from testbed.experiment.matrix import Cell
+from testbed.experiment.matrix import Cell, cell_label
 from testbed.experiment.scenarios import parse_scenario
 from testbed.judge.checker import COUNT_FIELDS
+from testbed.judge.promises import breaking_words
 from testbed.judge.scorecard import Row, camel
-from testbed.lab.files import replaced
-from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
-from testbed.lab.history import cell_fields
-from testbed.lab.layout import RESULTS
+from testbed.store.files import replaced
+from testbed.store.formats import Mismatch, Record, StoredEvent, published, shown
+from testbed.store.history import cell_fields
+from testbed.store.layout import RESULTS
 from workers.strategies import STRATEGIES
 
 Verdict = Literal["pass", "fail"]
@@ -89,6 +90,10 @@ class BreakingOp(Record):
     attempts: int
     job: str = Field(description="finished, failed or not over.")
     fault: str = Field(description="The faults armed on it, and whether they were reached.")
+
+    def __str__(self) -> str:
+        w = self
+        return breaking_words(w.op, w.breach, w.effects, w.withdrawn, w.requests, w.attempts, w.job, w.fault)
 
 
 class PromiseVerdict(Record):
@@ -189,6 +194,15 @@ class ResultRow(Record):
     @property
     def passed(self) -> bool:
         return self.verdict != "fail"
+
+    @property
+    def label(self) -> str:
+        """The cell's label, as the run printed it, from the row's own fields."""
+        shape = None
+        if self.schedule is not None:
+            ops = self.schedule["ops"]
+            shape = (len(ops), sum(len(op["faults"]) for op in ops))
+        return cell_label(self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, shape)
 
     def as_cell(self) -> Cell:
         """The cell the row was run for (its label is the one the run printed)."""
@@ -410,7 +424,15 @@ def row_json(row: Row) -> dict[str, Any]:
     out["verdict"] = "pass" if row.passed else "fail"
     out["differences"] = row.problems
     out["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in row.held]
-    out.update(row.extra)
+    kept = {
+        "history": row.history,
+        "invariants": row.invariants,
+        "promise": row.promise,
+        "opFacts": row.op_facts,
+        "cell": row.cell_id,
+        "series": row.series,
+    }
+    out.update({name: value for name, value in kept.items() if value is not None})
     if row.op_differences:
         out["opDifferences"] = [d.to_json() for d in row.op_differences]
     if row.cell.schedule is not None:
@@ -433,7 +455,7 @@ def run_verdict(incomplete: bool, rows: Sequence[Row]) -> RunVerdict:
 
 
 def write(path: Path, results: dict[str, Any]) -> None:
-    """Whole or not at all (`testbed.lab.files.replaced`): Unwritable where it cannot be."""
+    """Whole or not at all (`testbed.store.files.replaced`): Unwritable where it cannot be."""
     with replaced(path) as out:
         out.write(text(results).encode())
 

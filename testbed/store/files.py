@@ -38,7 +38,7 @@ class Unwritable(RunFailure):
     """A file the lab could not write (exit 3): the lab's failure, never a finding about a cell."""
 
     def __init__(self, path: Path, error: Exception) -> None:
-        from testbed.lab.formats import shown
+        from testbed.store.formats import shown
 
         self.path = path
         said = error.strerror if isinstance(error, OSError) and error.strerror else error

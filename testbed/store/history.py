@@ -37,8 +37,8 @@ from provider.store import ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
-from testbed.lab.formats import Mismatch, Record, StoredEvent, published, shown
-from testbed.lab.layout import HISTORY, PROVIDER_RECORDS
+from testbed.store.formats import Mismatch, Record, StoredEvent, published, shown
+from testbed.store.layout import HISTORY, PROVIDER_RECORDS
 from workers.flow import Outcome
 
 # What an event line carries besides the event's own fields.

@@ -26,11 +26,11 @@ from testbed.judge.facts import ProviderRecords, with_record
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
-from testbed.lab.formats import shown
-from testbed.lab.history import AnomalyLine, CellLine, EventLine, FactsLine, read_history
-from testbed.lab.layout import RESULTS
-from testbed.lab.results import GivenOptions, Results
-from testbed.lab.store import stored_provider
+from testbed.store.formats import shown
+from testbed.store.history import AnomalyLine, CellLine, EventLine, FactsLine, read_history
+from testbed.store.layout import RESULTS
+from testbed.store.results import GivenOptions, Results
+from testbed.store.runs import stored_provider
 
 Overrides = dict[Cell, dict[str, int]]
 

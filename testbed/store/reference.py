@@ -1,5 +1,5 @@
 """The JSON Schemas of a stored run's files, as the docs publish them in
-docs/reference/: `python -m testbed.lab.reference [DIR]` writes them there
+docs/reference/: `python -m testbed.store.reference [DIR]` writes them there
 (a unit test fails while the committed ones differ from what this writes).
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any
 
-from testbed.lab.history import history_schema, provider_records_schema
-from testbed.lab.layout import HISTORY, PROVIDER_RECORDS, RESULTS
-from testbed.lab.results import results_schema
+from testbed.store.history import history_schema, provider_records_schema
+from testbed.store.layout import HISTORY, PROVIDER_RECORDS, RESULTS
+from testbed.store.results import results_schema
 
 DOCS = Path("docs/reference")
 

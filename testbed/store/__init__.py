@@ -1,0 +1,1 @@
+"""A stored run: its directory (runs), its records (results, history) and their formats, read and written."""
