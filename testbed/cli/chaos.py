@@ -140,7 +140,7 @@ def chaos(
     estimate = checks.Estimate.of(len(cells), ops, 1 / every, retries, stack_args.workers, parallel * ops)
     ran = output.run(prepared, out, estimate, yes)
     if schedule is not None:
-        from testbed.explore.words import row_lines
+        from testbed.explore.accounts import row_lines
 
         print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
     else:

@@ -183,7 +183,7 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     from testbed.lab import session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
-    from testbed.report import findings, timeline
+    from testbed.report import findings, replays
     from testbed.store import results
 
     stack, search, settings = prepared.stack, prepared.search, prepared.settings
@@ -221,7 +221,7 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
         row = next(r for r in ran.rows if r.cell_id == example.cell)
         if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
             print(findings.listing([results.parse_row(results.row_json(row))]))
-        if shown := timeline.render(row.history or {}):
+        if shown := replays.render(row.history or {}):
             print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)
     return 1 if explored.counterexample is not None else 0

@@ -102,7 +102,7 @@ def replay(
     )
     prepared = request.prepare(stack)
     stack = prepared.stack
-    from testbed.report import timeline
+    from testbed.report import replays
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args)}
     out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
@@ -112,8 +112,8 @@ def replay(
     ran = output.run(prepared, out, estimate, yes)
     recovery = "Celery's" if stack.celery is not None else mode
     for row in ran.rows:  # one per delivery setting on Celery
-        print(timeline.render(row.history or {}))
-        print(f"\n{row.cell.label}, recovery {recovery}: {timeline.summary(row.replay_latency_ms, row.kills)}")
+        print(replays.render(row.history or {}))
+        print(f"\n{row.cell.label}, recovery {recovery}: {replays.summary(row.replay_latency_ms, row.kills)}")
         c = row.counts
         print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}\n")
     return output.finish(ran, out)

@@ -31,10 +31,10 @@ from typing import Any
 
 from labcore.faults import Fault
 from testbed.errors import RunFailure
+from testbed.explore.accounts import trial_lines
 from testbed.explore.coverage import Coverage
 from testbed.explore.space import FAULTS, Target, Trial, batches, policy_of, trials
 from testbed.explore.trials import Found, Judged, Trials, TrialSettings
-from testbed.explore.words import trial_lines
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6

@@ -40,7 +40,7 @@ from labcore.procs import stop_all
 from testbed.errors import RunFailure, SetupError
 from testbed.host import network
 from testbed.infra import leftovers
-from testbed.infra.parts import PartDied, check_alive
+from testbed.infra.liveness import PartDied, check_alive
 from testbed.infra.supervisor import Supervisor, WorkerSettings
 from testbed.nemesis.kills import Killer
 

@@ -31,7 +31,7 @@ from provider.store import ReferenceRecord
 from testbed.errors import RunFailure, SetupError
 from testbed.infra import leftovers
 from testbed.infra.leftovers import delete_keys
-from testbed.infra.parts import PartDied
+from testbed.infra.liveness import PartDied
 from testbed.infra.provider_process import ProviderAdmin, provider_client
 from testbed.infra.stack import RunStack, connect
 

@@ -22,7 +22,7 @@ from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError, UsageError
-from testbed.infra.parts import check_alive
+from testbed.infra.liveness import check_alive
 from testbed.infra.redis_server import socket_fits
 
 if TYPE_CHECKING:

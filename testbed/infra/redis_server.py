@@ -20,7 +20,7 @@ from urllib.parse import quote
 from labcore.credentials import new_secret
 from labcore.procs import free_port, guarded, spawn, stop
 from testbed.errors import SetupError
-from testbed.infra.parts import check_alive
+from testbed.infra.liveness import check_alive
 
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
 

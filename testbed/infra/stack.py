@@ -22,7 +22,7 @@ from labcore.procs import stop_all
 from provider.store import LogReader, ReferenceRecord
 from testbed.errors import SetupError
 from testbed.infra import leftovers
-from testbed.infra.parts import stopped
+from testbed.infra.liveness import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.queues import CeleryJobs, JobQueue, RQJobs
 from testbed.infra.redis_server import PrivateRedis

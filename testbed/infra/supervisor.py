@@ -30,7 +30,7 @@ from labcore.keys import RunKeys
 from labcore.procs import stop_descendants, stop_session
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
-from testbed.infra.parts import check_alive
+from testbed.infra.liveness import check_alive
 
 if TYPE_CHECKING:
     from redis import Redis

@@ -39,10 +39,10 @@ from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
 from testbed.lab.options import RunOptions
+from testbed.nemesis.changes import ScenarioChanges
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
-from testbed.nemesis.world import World
 from testbed.store.history import cell_line, facts_line, noted_line, records_line
 from testbed.store.runs import RunDir
 from testbed.store.series import Series
@@ -145,7 +145,7 @@ class CellRunner:
         self.controller = Controller(
             stack.bus,
             killer_for(stack),
-            World(stack.redis, stack.admin, self._enqueue_extra),
+            ScenarioChanges(stack.redis, stack.admin, self._enqueue_extra),
             recover if options.recovery is Recovery.FORCED and stack.options.celery is None else None,
             options.history,
             watch=stack.check,

@@ -26,9 +26,9 @@ from labcore.plan import Armed, Plan
 from testbed.errors import RunFailure
 from testbed.experiment.scenarios import Scenario
 from testbed.judge.observer import CellObservations, Sink
+from testbed.nemesis.changes import ScenarioChanges
 from testbed.nemesis.kills import Killing
 from testbed.nemesis.recovery import Recover, Recovery
-from testbed.nemesis.world import World
 
 # How often a wait on the provider checks that the stack's parts are alive.
 _WATCH_EVERY = 0.5
@@ -67,7 +67,7 @@ class Controller:
         self,
         bus: Bus,
         killer: Killing[Any],
-        world: World,
+        world: ScenarioChanges,
         recover: Recover | None = None,
         history: bool = True,
         watch: Callable[[], None] = lambda: None,

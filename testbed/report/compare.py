@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.judge.scorecard import latency_stats
-from testbed.report import document
+from testbed.report import reading
 from testbed.report.latency import replay_latency
 from testbed.report.tables import CellKey, stored_row_key
 from testbed.store.results import ResultRow, Results
@@ -40,7 +40,7 @@ def compare(a: Results, b: Results, *, latency_factor: float | None = LATENCY_FA
     out: list[CellChange] = []
     for key, (row_a, lat_a) in rows_a.items():
         if key not in rows_b:
-            out.append(CellChange(key, document.label(row_a), "only-a", (row_a.verdict, None)))
+            out.append(CellChange(key, reading.label(row_a), "only-a", (row_a.verdict, None)))
             continue
         row_b, lat_b = rows_b[key]
         counts_a, counts_b = row_a.counts(), row_b.counts()
@@ -53,10 +53,10 @@ def compare(a: Results, b: Results, *, latency_factor: float | None = LATENCY_FA
             status = "latency"
         else:
             continue
-        out.append(CellChange(key, document.label(row_a), status, verdicts, counts, latency))
+        out.append(CellChange(key, reading.label(row_a), status, verdicts, counts, latency))
     for key, (row_b, _) in rows_b.items():
         if key not in rows_a:
-            out.append(CellChange(key, document.label(row_b), "only-b", (None, row_b.verdict)))
+            out.append(CellChange(key, reading.label(row_b), "only-b", (None, row_b.verdict)))
     return out
 
 
@@ -65,7 +65,7 @@ Latencies = dict[str, Mapping[str, float] | None]  # "replay" / "requeue" -> min
 
 def _rows(results: Results) -> dict[CellKey, tuple[ResultRow, Latencies]]:
     out: dict[CellKey, tuple[ResultRow, Latencies]] = {}
-    for row, history in zip(results.rows, document.histories(results), strict=True):
+    for row, history in zip(results.rows, reading.histories(results), strict=True):
         spans = [s for s in (replay_latency(events) for events in history.values()) if s is not None]
         requeue = latency_stats([s.requeue_ms for s in spans if s.requeue_ms is not None])
         # the run's own kill-to-replay figures; from the events when the row has none

@@ -29,14 +29,14 @@ from typing import Any
 from labcore.scoped import user_op_id
 from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import latency_stats
-from testbed.report import cells, document, explore, findings
-from testbed.report.cells import Anchor, CellTimeline, op_timeline
+from testbed.report import explore, findings, reading, timelines
 from testbed.report.effects import NOTHING, ProviderSide
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
+from testbed.report.timelines import Anchor, CellTimeline, op_timeline
 from testbed.store.history import Line as HistoryLine
 from testbed.store.results import OpDifference, ResultRow, Results
 
@@ -49,14 +49,14 @@ def render(
     history: Iterable[HistoryLine] | None = None,
     provider: ProviderSide = NOTHING,
     *,
-    max_rows_per_cell: int = cells.ROWS,
+    max_rows_per_cell: int = timelines.ROWS,
 ) -> str:
     """The page for a run's results; `history` is the run's event stream (see `document`),
     `provider` what the run kept of the provider's side (`effects.read`)."""
     rows = results.rows
     lines = None if history is None else list(history)  # read by the timelines too
-    per_row = document.histories(results, lines)
-    load = document.is_load(results)
+    per_row = reading.histories(results, lines)
+    load = reading.is_load(results)
     # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
     sections = [
         _run_section(results, load),
@@ -68,7 +68,7 @@ def render(
         *filter(None, [explore.coverage_section(results)]),
         _timelines_section(rows, _cell_facts(results, per_row, lines, provider), max_rows_per_cell),
     ]
-    title = f"testbed {document.command(results)} {results.run}".strip()
+    title = f"testbed {reading.command(results)} {results.run}".strip()
     return _page(title, sections)
 
 
@@ -93,7 +93,7 @@ def _run_section(results: Results, load: bool) -> tuple[str, str, str]:
     verdict = results.verdict
     badge = el("span", esc(verdict), class_=f"badge verdict-{verdict}", id="run-verdict")
     facts = [
-        *([("command", document.command(results))] if results.command or load else []),
+        *([("command", reading.command(results))] if results.command or load else []),
         ("run", results.run),
         ("started", results.started_at),
         ("wall", f"{results.wall_seconds} s"),
@@ -142,7 +142,7 @@ def outcome(row: ResultRow) -> str:
     return "held" if held else "clean"
 
 
-def _heatmap_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
+def _heatmap_section(rows: Sequence[ResultRow], per_row: list[reading.History]) -> tuple[str, str, str]:
     if not rows:
         return "heatmaps", "Cells", _note("This run has no cells.")
     groups = []
@@ -252,7 +252,7 @@ def _summary_section(rows: Sequence[ResultRow]) -> tuple[str, str, str]:
 # ---------------------------------------------------------------- findings
 
 
-def _findings_section(rows: Sequence[ResultRow], per_row: list[document.History]) -> tuple[str, str, str]:
+def _findings_section(rows: Sequence[ResultRow], per_row: list[reading.History]) -> tuple[str, str, str]:
     """Every cell that differs, then every passing cell that names ops (held ones): the same
     cells and ops, in the same words, as the terminal, `testbed check` and JUnit."""
     named = [(i, r, findings.cell_findings(r)) for i, r in enumerate(rows)]
@@ -265,7 +265,7 @@ def _findings_section(rows: Sequence[ResultRow], per_row: list[document.History]
     return "failures", title, "".join(_finding(i, r, f, per_row[i]) for i, r, f in named)
 
 
-def _finding(i: int, row: ResultRow, found: findings.CellFindings, history: document.History) -> str:
+def _finding(i: int, row: ResultRow, found: findings.CellFindings, history: reading.History) -> str:
     body = el("h3", esc(found.label)) + el("p", esc(found.verdict), class_="verdict-words")
     if found.problems:
         body += el("ul", "".join(el("li", esc(d)) for d in found.problems), class_="differences")
@@ -321,18 +321,18 @@ def _plan_step(step: object) -> str:
 # ---------------------------------------------------------------- timelines
 
 
-def _faulted_ops(history: document.History) -> list[tuple[str, list[dict[str, Any]]]]:
-    return [(op, events) for op, events in history.items() if events and document.faulted(events)]
+def _faulted_ops(history: reading.History) -> list[tuple[str, list[dict[str, Any]]]]:
+    return [(op, events) for op, events in history.items() if events and reading.faulted(events)]
 
 
 def _cell_facts(
-    results: Results, per_row: list[document.History], lines: list[HistoryLine] | None, provider: ProviderSide
-) -> list[cells.CellFacts]:
+    results: Results, per_row: list[reading.History], lines: list[HistoryLine] | None, provider: ProviderSide
+) -> list[timelines.CellFacts]:
     """What the page knows of each row's cell, for its timeline."""
     out = []
-    for row, history, judged in zip(results.rows, per_row, document.judged(results, lines), strict=True):
+    for row, history, judged in zip(results.rows, per_row, reading.judged(results, lines), strict=True):
         out.append(
-            cells.CellFacts(
+            timelines.CellFacts(
                 history,
                 judged.intents,
                 provider.ledger(judged.ledger),
@@ -359,15 +359,15 @@ _PROVIDER_NOTES = {
 }
 
 
-def _timelines_section(rows: Sequence[ResultRow], facts: list[cells.CellFacts], limit: int) -> tuple[str, str, str]:
-    models = [(i, row, cells.cell_timeline(facts[i], limit)) for i, row in enumerate(rows)]
+def _timelines_section(rows: Sequence[ResultRow], facts: list[timelines.CellFacts], limit: int) -> tuple[str, str, str]:
+    models = [(i, row, timelines.cell_timeline(facts[i], limit)) for i, row in enumerate(rows)]
     models = [(i, row, model) for i, row, model in models if model.rows]
     if not models:
         return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
     opened = _opened(models)
     groups: dict[tuple[str, str, str], list[str]] = {}
     for i, row, model in models:
-        block = _timeline_figure(i, document.label(row), model, row, i in opened)
+        block = _timeline_figure(i, reading.label(row), model, row, i in opened)
         groups.setdefault(_group(row), []).append(block)
     if len(groups) == 1:
         body = "".join(next(iter(groups.values())))
@@ -420,16 +420,16 @@ def _opened(models: Sequence[tuple[int, ResultRow, CellTimeline]]) -> set[int]:
     return opened
 
 
-def _sum_tallies(tallies: Iterable[Mapping[cells.OpOutcome, int]]) -> dict[cells.OpOutcome, int]:
-    out: dict[cells.OpOutcome, int] = {}
+def _sum_tallies(tallies: Iterable[Mapping[timelines.OpOutcome, int]]) -> dict[timelines.OpOutcome, int]:
+    out: dict[timelines.OpOutcome, int] = {}
     for tally in tallies:
         for name, n in tally.items():
             out[name] = out.get(name, 0) + n
-    return {name: out[name] for name in cells.OUTCOMES if name in out}
+    return {name: out[name] for name in timelines.OUTCOMES if name in out}
 
 
-def _tally(ops: int, tally: Mapping[cells.OpOutcome, int]) -> str:
-    said = ", ".join(f"{n} {cells.OUTCOMES[name]}" for name, n in tally.items())
+def _tally(ops: int, tally: Mapping[timelines.OpOutcome, int]) -> str:
+    said = ", ".join(f"{n} {timelines.OUTCOMES[name]}" for name, n in tally.items())
     return f"{ops} op(s)" + (f": {said}" if said else "")
 
 
@@ -501,12 +501,12 @@ def _events_table(
 
 
 def _latency_section(
-    results: Results, rows: Sequence[ResultRow], per_row: list[document.History]
+    results: Results, rows: Sequence[ResultRow], per_row: list[reading.History]
 ) -> tuple[str, str, str]:
     default = results.options.recovery
     modes: dict[str, dict[str, list[tuple[float, str]]]] = {}
     for i, row in enumerate(rows):
-        label = document.label(row)
+        label = reading.label(row)
         for op, events in per_row[i].items():
             spans = replay_latency(events)
             if spans is None:
@@ -562,7 +562,7 @@ def _latency_table(rows: Sequence[ResultRow]) -> str:
         if stats is None:
             continue
         numbers = [_stat(stats.model_dump(), k, row.kills) for k in ("min", "median", "p99", "max")]
-        cells = [document.label(row), row.kills, row.replays, *numbers]
+        cells = [reading.label(row), row.kills, row.replays, *numbers]
         lines.append(el("tr", "".join(el("td", esc(c)) for c in cells)))
     if len(lines) == 1:
         return ""

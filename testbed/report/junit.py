@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
-from testbed.report import document, explore, findings
+from testbed.report import explore, findings, reading
 from testbed.store.files import replaced
 from testbed.store.results import ResultRow, Results
 
@@ -22,7 +22,7 @@ def junit(results: Results) -> ET.Element:
     failures = sum(not r.passed for r in rows)
     if results.explore is not None:  # one case: the exploration, failing with its counterexample
         rows, failures = [], int(results.explore.counterexample is not None)
-    suite_name = f"testbed {document.command(results)} {results.run}".strip()
+    suite_name = f"testbed {reading.command(results)} {results.run}".strip()
     wall = f"{results.wall_seconds:.3f}"
     tests = (1 if results.explore is not None else len(rows)) + int(results.incomplete)
     errors = str(int(results.incomplete))

@@ -1,5 +1,5 @@
 """The report's plots as SVG text: a cell's timeline (a row per op on one time
-axis, `testbed.report.cells`), a strip plot of latencies, and line charts of
+axis, `testbed.report.timelines`), a strip plot of latencies, and line charts of
 a time series. Pure: data in, markup out.
 
 No text is drawn inside a plot's data area: names sit in its left margin,
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from testbed.report.cells import OUTCOMES, CellTimeline, Mark, OpRow, Span, Track, spread
 from testbed.report.svg import PALETTE, Linear, Log, Scale, el, esc, fmt, svg, text, tip, void, x_axis, y_axis
+from testbed.report.timelines import OUTCOMES, CellTimeline, Mark, OpRow, Span, Track, spread
 
 # ---------------------------------------------------------------- a cell's timeline
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.report import document
+from testbed.report import reading
 from testbed.store import results as stored
 from tests.support.dom import Node
 
@@ -10,11 +10,11 @@ BAD = ("duplicated", "missing", "held")
 
 
 def label_of(row: dict) -> str:
-    return document.label(stored.parse_row(row))
+    return reading.label(stored.parse_row(row))
 
 
 def faulted_ops(row: dict) -> dict[str, list[dict]]:
-    return {op: events for op, events in (row.get("history") or {}).items() if document.faulted(events)}
+    return {op: events for op, events in (row.get("history") or {}).items() if reading.faulted(events)}
 
 
 def assert_cell_timeline(figure: Node, row: dict) -> None:

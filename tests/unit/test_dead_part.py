@@ -3,7 +3,7 @@
 import pytest
 import redis
 
-from testbed.infra.parts import PartDied
+from testbed.infra.liveness import PartDied
 from testbed.lab.runner import name_a_dead_part
 
 

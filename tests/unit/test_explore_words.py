@@ -7,9 +7,9 @@ from labcore.faults import Fault
 from labcore.plan import Armed
 from labcore.schedule import Schedule
 from testbed.experiment.matrix import Cell
+from testbed.explore.accounts import schedule_lines, trial_lines
 from testbed.explore.coverage import Coverage
 from testbed.explore.trials import Found, found_in
-from testbed.explore.words import schedule_lines, trial_lines
 from testbed.judge.checker import Counts
 from testbed.judge.scorecard import Expected, Row
 from testbed.report.explore import coverage_section, coverage_text, summary_text

@@ -1,6 +1,6 @@
 from testbed.judge import invariants
 from testbed.judge.checker import Counts
-from testbed.report import timeline
+from testbed.report import replays
 
 
 def test_invariants_name_what_broke():
@@ -22,7 +22,7 @@ def test_timeline_shows_killed_ops_only_in_time_order():
         ],
         "op-2": [{"event": "attempt-start", "at": 11.0, "attempt": 1, "worker": "w1", "pid": 13}],
     }
-    text = timeline.render(history)
+    text = replays.render(history)
     assert "op-2" not in text
     lines = text.splitlines()
     assert lines[0] == "op-1  (replayed 390.0 ms after the kill)"
@@ -33,5 +33,5 @@ def test_timeline_shows_killed_ops_only_in_time_order():
 
 def test_latency_summary():
     stats = {"min": 1.0, "median": 2.0, "p99": 3.0, "max": 4.0}
-    assert timeline.summary(stats, 4).endswith("1.0 / 2.0 / 3.0 / 4.0 ms")
-    assert timeline.summary(None, 0) == "0 kill(s), no replay observed"
+    assert replays.summary(stats, 4).endswith("1.0 / 2.0 / 3.0 / 4.0 ms")
+    assert replays.summary(None, 0) == "0 kill(s), no replay observed"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from testbed.report import document, html, tables
+from testbed.report import html, reading, tables
 from testbed.report.compare import compare, in_common, render_text
 from testbed.report.junit import write_junit
 from testbed.report.latency import recovery_mode, replay_latency
@@ -156,7 +156,7 @@ def page():
 def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page):
     rows = stored.parse(chaos_results()).rows
     labels = {c.attrs["data-cell"] for c in page.find_all("td", "cell")}
-    assert labels == {document.label(r) for r in rows} and len(labels) == len(rows)
+    assert labels == {reading.label(r) for r in rows} and len(labels) == len(rows)
     dup = page.one("td", "cell", data_strategy="retry-only", data_boundary="after-effect", data_fault="kill")
     assert {"outcome-duplicates", "verdict-fail"} <= dup.classes
     assert (dup.attrs["data-effects"], dup.attrs["data-missing"], dup.attrs["data-duplicates"]) == ("11", "0", "1")

@@ -14,9 +14,9 @@ import pytest
 from provider.contract import Contract
 from provider.ledger import SendTicket
 from provider.store import Store
-from testbed.report import cells, effects, html, page, plots
-from testbed.report.cells import CellFacts, cell_timeline, judge
+from testbed.report import effects, html, page, plots, timelines
 from testbed.report.effects import AtProvider, Effect, Ledger, ProviderSide
+from testbed.report.timelines import CellFacts, cell_timeline, judge
 from testbed.store import history
 from testbed.store import results as stored
 from testbed.store.results import HeldOp
@@ -239,7 +239,7 @@ def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot():
     for t in dom.find_all("text"):
         assert float(t.attrs["x"]) < plots.GUTTER or "tick" in t.classes or "caption" in t.classes
     # marks of one track at nearly the same moment are moved apart, never drawn on one another
-    crowded = cells.op_row(OP, [hit(T + 0.0001 * k) for k in range(5)], T, [], None)
+    crowded = timelines.op_row(OP, [hit(T + 0.0001 * k) for k in range(5)], T, [], None)
     model.rows = [crowded]
     xs = [float(p.attrs["d"].split(",")[0][1:]) for p in parse(plots.timeline_svg(model)).find_all("path")]
     assert all(b - a >= plots.GAP - 0.1 for a, b in itertools.pairwise(xs))
@@ -323,13 +323,14 @@ def test_a_run_of_100000_ops_renders_sampled_and_says_so():
         results, lines, provider = long_run()
         dom = parse(html.render(results, lines, provider))
     (figure,) = dom.find_all("figure", "cell-timeline")
-    assert figure.attrs["data-ops"] == "10000" and figure.attrs["data-rows"] == str(cells.ROWS)
+    assert figure.attrs["data-ops"] == "10000" and figure.attrs["data-rows"] == str(timelines.ROWS)
     assert "open" in dom.one("details", "cell-timelines").attrs  # its bad ops: open with the page
     rows = figure.find_all("g", "op-row")
-    assert len(rows) == cells.ROWS and {r.attrs["data-outcome"] for r in rows} == {"duplicated"}
+    assert len(rows) == timelines.ROWS and {r.attrs["data-outcome"] for r in rows} == {"duplicated"}
     said = " ".join(p.all_text() for p in figure.find_all("p"))
-    assert f"{cells.ROWS} of 10000 ops shown: {cells.ROWS} of its 10000 bad ops, evenly spread in time order" in said
-    assert len(dom.find_all("details", "events-list")) == cells.ROWS  # the events of the ops shown, not of all
+    shown = timelines.ROWS
+    assert f"{shown} of 10000 ops shown: {shown} of its 10000 bad ops, evenly spread in time order" in said
+    assert len(dom.find_all("details", "events-list")) == timelines.ROWS  # the events of the ops shown, not of all
     (plot,) = dom.find_all("figure", "latency-plot")
     strip = plot.one("g", "strip", data_kind="replay")
     assert strip.attrs["data-n"] == "10000" and len(strip.find_all("circle", "dot")) == plots.MAX_DOTS

@@ -19,7 +19,7 @@ from testbed.infra.provider_process import ProviderAdmin
 Enqueue = Callable[[str, int, str, str, bool], None]
 
 
-class World:
+class ScenarioChanges:
     def __init__(self, redis: Redis, admin: ProviderAdmin, enqueue: Enqueue) -> None:
         self._redis = redis
         self._admin = admin

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from testbed.judge.checker import HELD_OUTCOMES, OUTCOME_WORDS, ActionOutcome, classify
-from testbed.report.document import faulted
 from testbed.report.effects import AtProvider, Effect, Ledger, Source
+from testbed.report.reading import faulted
 from testbed.store.history import LocalFacts
 from testbed.store.results import HeldOp
 from workers.flow import LOCALLY_DONE, Outcome
