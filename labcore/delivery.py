@@ -39,10 +39,6 @@ class Engine(StrEnum):
     CELERY = "celery"
 
 
-# Which one a run's zygote and workers serve, in their environment (RQ if unset).
-ENGINE_ENV = "TESTBED_ENGINE"
-
-
 class Cause(StrEnum):
     """How an attempt ended without returning."""
 

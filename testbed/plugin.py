@@ -149,7 +149,7 @@ class Lab:
         self.name = name
         self._runs = 0
         self._engines = engines
-        self._celery: dict[Any, Any] = {}  # CeleryWorkers -> its started stack
+        self._engine_stacks: dict[Any, Any] = {}  # an engine (with its settings) -> its started stack
 
     def run(
         self,
@@ -180,9 +180,9 @@ class Lab:
         named), or the handler, a task of `celery_app` (`module:app`), under its own options."""
         from testbed.errors import RunFailure, UsageError
         from testbed.lab import session
-        from testbed.lab.engine import EngineChoice
         from testbed.lab.options import every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
+        from testbed.usecases.engines import PLUGIN, EngineChoice
         from testbed.usecases.runs import Jobs, RunRequest
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
@@ -195,7 +195,7 @@ class Lab:
             every_nth(every),
             ops,
             Jobs(tuple(handlers), tuple(paths), promise, dict(env or {})),
-            EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout),
+            EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout, PLUGIN),
             retries=retries,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
@@ -245,7 +245,7 @@ class Lab:
         __tracebackhide__ = True
         from testbed.explore.search import explore
         from testbed.explore.trials import Trials
-        from testbed.lab.engine import EngineChoice
+        from testbed.usecases.engines import PLUGIN, EngineChoice
         from testbed.usecases.runs import Jobs
         from testbed.usecases.searches import SearchRequest, failure_lines
 
@@ -253,7 +253,7 @@ class Lab:
             list(strategies),
             Jobs((handler,) if isinstance(handler, str) else tuple(handler), tuple(paths), promise, dict(env or {})),
             "lab.explore needs a handler or a strategy",
-            EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout),
+            EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout, PLUGIN),
             budget,
             seconds,
             seed,
@@ -274,16 +274,17 @@ class Lab:
         return done
 
     def _on(self, options: Any) -> Any:
-        """The stack these options ask for: the lab's own, or one with Celery's workers, started
-        on first use (its workers preload the handlers' libraries as they are then)."""
-        if options.celery is None:
+        """The stack these options ask for: the lab's own (RQ's workers), or one with the
+        workers of another engine and settings, started on first use (its workers preload
+        the handlers' libraries as they are then)."""
+        if options.engine == self.stack.options.engine:
             return self.stack
-        if options.celery not in self._celery:
+        if options.engine not in self._engine_stacks:
             from testbed.lab import session
 
             started = session.started_stack(self.stack.run_id, options)
-            self._celery[options.celery] = self._engines.enter_context(started)
-        return self._celery[options.celery]
+            self._engine_stacks[options.engine] = self._engines.enter_context(started)
+        return self._engine_stacks[options.engine]
 
 
 @contextlib.contextmanager

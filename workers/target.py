@@ -29,6 +29,8 @@ from labcore.scoped import PROVIDER_ENV
 USER_JOBS_ENV = "TESTBED_USER_JOBS"
 # The RQ job function that runs a user's function for one attempt (`workers.userjob.perform`).
 USER_JOB = "workers.userjob.perform"
+# The lab's built-in job (`workers.handler.perform`), named here so that naming it imports neither RQ nor the handler.
+HANDLER = "workers.handler.perform"
 # What a module that reads its base URL at import time finds during the check.
 PLACEHOLDER_URL = "http://127.0.0.1:9/s/import-check"
 

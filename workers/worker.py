@@ -53,12 +53,9 @@ from rq.worker import Worker as RQWorker
 from labcore import connections
 from labcore.keys import RunKeys
 from workers import horses
-from workers.target import USER_JOB
+from workers.target import HANDLER, USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
-# The lab's job function (`workers.handler.perform`), named here so that a worker of this
-# class imports the handler only for its jobs: raw RQ's workers in the benchmarks are of it too.
-HANDLER = "workers.handler.perform"
 # A work-horse that exits with this status died before it ended its job (`os.waitstatus_to_exitcode`: 1).
 _DIED = 1 << 8
 

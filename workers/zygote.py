@@ -36,8 +36,6 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import NoReturn
 
-from labcore.delivery import ENGINE_ENV, Engine
-
 
 @dataclass(frozen=True, slots=True)
 class Fork:
@@ -109,22 +107,9 @@ def _preload() -> None:
     """The lab's code, imported once here and shared by every worker and work-horse forked after."""
     import encodings.idna  # noqa: F401  (a TCP provider's first request would import it in every work-horse)
 
-    if os.environ.get(ENGINE_ENV) == Engine.CELERY:
-        import celery.apps.worker
-        import celery.bin.celery  # noqa: F401
+    from workers import engines
 
-        import workers.celery_app
-        import workers.handler
-
-        return
-    import rq.cli  # noqa: F401
-
-    import workers.handler  # noqa: F401
-
-    # A worker class set in the environment (a benchmark's) takes precedence.
-    from workers.worker import CLASS_PATH
-
-    os.environ.setdefault("RQ_WORKER_CLASS", CLASS_PATH)
+    engines.side().preload()
 
 
 def _reap() -> None:
@@ -174,10 +159,11 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         from workers.instrument import WORKER_ENV
 
         os.environ[WORKER_ENV] = request.name
-        engine = Engine(os.environ.get(ENGINE_ENV, Engine.RQ))
+        from workers import engines
+
         # Its command line is the zygote's: `ps -o comm` and `top` show it as the worker it is.
-        set_name(f"{engine}-worker {request.name}")
-        _run(engine, request.argv)
+        set_name(f"{engines.name()}-worker {request.name}")
+        _run(request.argv)
         code = 0
     except SystemExit as exc:  # RQ's command line ends with sys.exit
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -189,7 +175,7 @@ def _become_worker(request: Fork, wake: tuple[int, int], zygote: int) -> NoRetur
         os._exit(code)
 
 
-def _run(engine: Engine, argv: list[str]) -> None:
+def _run(argv: list[str]) -> None:
     """The engine's own worker, `rq worker` or `celery worker` with these options. Users' jobs'
     libraries are imported here, in each worker, not in the zygote: what a library sets
     up at import is each worker's own, as under `rq worker`."""
@@ -207,14 +193,9 @@ def _run(engine: Engine, argv: list[str]) -> None:
         from workers.target import preload
 
         preload(jobs)
-    if engine is Engine.CELERY:
-        from workers.celery_app import serve
+    from workers import engines
 
-        serve(argv)
-        return
-    from rq.cli import main as rq_main
-
-    rq_main(args=["worker", *argv], prog_name="rq")
+    engines.side().serve(argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from testbed.cli.stack import shared_meta, stack_options, vars_of
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.selection import parse_expect
-from testbed.infra.supervisor import CELERY_VISIBILITY
 from testbed.lab.options import every_nth, load_schedule, matrix_cells, refuse_untested, schedule_cells, scheduled
 from testbed.usecases.runs import RunRequest
 
@@ -130,7 +129,7 @@ def chaos(
     # The selection as given: a narrowed matrix is not the matrix.
     given = {"strategies": strategy, "boundaries": boundary, "faults": fault, "scenarios": scenario}
     meta |= {name: values for name, values in given.items() if values}
-    meta |= {"ops": ops, "every": every, "parallel": parallel, **shared_meta(stack_args)}
+    meta |= {"ops": ops, "every": every, "parallel": parallel, **shared_meta(stack_args, prepared.stack)}
     meta |= {"handlers": handlers, "promise": job_args.promise} if handlers else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(prepared.stack.settings), "expect": _expectations(overrides)}
@@ -144,10 +143,7 @@ def chaos(
 
         print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
     else:
-        caption = report.run_caption(ops, every, retries)
-        celery = prepared.stack.celery
-        if celery is not None:
-            caption += f"; Celery's visibility timeout {celery.visibility_timeout or CELERY_VISIBILITY} s"
+        caption = report.run_caption(ops, every, retries) + prepared.stack.engine.caption()
         print(report.tables(ran.rows, caption))
     return output.finish(ran, out)
 

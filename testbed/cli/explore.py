@@ -166,7 +166,7 @@ def explore(
     names = [t.name for t in search.targets if not t.handler]
     meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": job_args.promise, "ops": ops}
     meta |= {"retries": retries, "scenarios": list(search.scenarios), "parallel": parallel, "modelOnly": model_only}
-    meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args)}
+    meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args, stack)}
     meta |= {"delivery": prepared.delivery} if prepared.delivery is not None else {}
     meta |= {"recovery": mode, "faults": list(search.faults), "workerSettings": vars_of(stack.settings)}
     out = Output("explore", json_path, meta, seed, store_args)

@@ -103,7 +103,7 @@ def load(
     prepared = request.prepare(stack)
     from testbed.report import tables as report
 
-    meta = {"ops": ops, "killRate": kill_rate, **shared_meta(stack_args)}
+    meta = {"ops": ops, "killRate": kill_rate, **shared_meta(stack_args, prepared.stack)}
     meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
     meta |= {"recovery": mode}
     out = Output("load", json_path, meta, seed, store_args)

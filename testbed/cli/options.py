@@ -24,7 +24,7 @@ from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from testbed.lab.engine import EngineChoice
+    from testbed.usecases.engines import EngineChoice
     from testbed.usecases.runs import Jobs
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
@@ -159,7 +159,7 @@ class StackArgs:
     ] = None
 
     def engine_choice(self) -> EngineChoice:
-        from testbed.lab.engine import EngineChoice
+        from testbed.usecases.engines import EngineChoice
 
         return EngineChoice(self.engine, tuple(self.delivery or ()), self.celery_app, self.visibility_timeout)
 

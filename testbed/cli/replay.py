@@ -29,11 +29,12 @@ from testbed.cli.options import (
 )
 from testbed.cli.output import Output
 from testbed.cli.stack import shared_meta, stack_options, vars_of
+from testbed.engines.rq import recovery_note as rq_recovery_note
 from testbed.errors import UsageError
 from testbed.experiment.selection import parse_all, parse_kill_fault, select_cells, with_handlers
 from testbed.lab.options import every_nth, refuse_untested
 from testbed.lab.userjobs import IMPORT_TIMEOUT
-from testbed.usecases.runs import Jobs, RunRequest, rq_recovery_note
+from testbed.usecases.runs import Jobs, RunRequest
 from workers.strategies import STRATEGIES, parse_strategy
 
 
@@ -104,13 +105,13 @@ def replay(
     stack = prepared.stack
     from testbed.report import replays
 
-    meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args)}
+    meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args, stack)}
     out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
     if mode == "rq" and chosen[0] is Fault.KILL_WORKER:
         print(f"testbed: note: {rq_recovery_note(stack.settings)}", file=sys.stderr)
     estimate = checks.Estimate.of(1, ops, 1 / every, retries, stack_args.workers, ops)
     ran = output.run(prepared, out, estimate, yes)
-    recovery = "Celery's" if stack.celery is not None else mode
+    recovery = stack.engine.recovery(mode)
     for row in ran.rows:  # one per delivery setting on Celery
         print(replays.render(row.history or {}))
         print(f"\n{row.cell.label}, recovery {recovery}: {replays.summary(row.replay_latency_ms, row.kills)}")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from labcore.delivery import Engine
 from labcore.procs import port_in_use
 from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
+from testbed.engines.base import WorkerSettings
 from testbed.errors import SetupError, UsageError
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import WorkerSettings
 from testbed.nemesis.recovery import Recovery
 
 MAX_WORKERS = 64
@@ -44,11 +43,7 @@ def vars_of(settings: WorkerSettings) -> dict[str, int]:
     }
 
 
-def shared_meta(stack_args: StackArgs) -> dict[str, Any]:
+def shared_meta(stack_args: StackArgs, stack: StackOptions) -> dict[str, Any]:
+    """What results.json's options say of the stack: its workers, its Redis, its engine."""
     redis = "shared" if stack_args.redis_url else "private"
-    meta: dict[str, Any] = {"workers": stack_args.workers, "redis": redis}
-    if stack_args.engine_choice().celery:
-        meta["engine"] = Engine.CELERY.value
-        meta |= {"celeryApp": stack_args.celery_app} if stack_args.celery_app else {}
-        meta |= {"visibilityTimeout": stack_args.visibility_timeout} if stack_args.visibility_timeout else {}
-    return meta
+    return {"workers": stack_args.workers, "redis": redis, **stack.engine.meta()}

@@ -37,11 +37,12 @@ from labcore import hosts as proto
 from labcore.credentials import redacted
 from labcore.hosts import HostState, Order, OrderKind, OrderReply, Registration, RunHostKeys, RunRequest
 from labcore.procs import stop_all
+from testbed.engines.base import WorkerSettings
 from testbed.errors import RunFailure, SetupError
 from testbed.host import network
 from testbed.infra import leftovers
 from testbed.infra.liveness import PartDied, check_alive
-from testbed.infra.supervisor import Supervisor, WorkerSettings
+from testbed.infra.supervisor import Supervisor
 from testbed.nemesis.kills import Killer
 
 _POLL = 0.25  # how often runs, heartbeats and workers are looked at

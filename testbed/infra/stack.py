@@ -20,13 +20,14 @@ from labcore.credentials import redacted
 from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
 from labcore.procs import stop_all
 from provider.store import LogReader, ReferenceRecord
+from testbed.engines.base import Engine, JobQueue, WorkerSettings
+from testbed.engines.rq import RQ
 from testbed.errors import SetupError
 from testbed.infra import leftovers
 from testbed.infra.liveness import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
-from testbed.infra.queues import CeleryJobs, JobQueue, RQJobs
 from testbed.infra.redis_server import PrivateRedis
-from testbed.infra.supervisor import CeleryWorkers, Supervisor, WorkerSettings
+from testbed.infra.supervisor import Supervisor
 
 if TYPE_CHECKING:
     import redis as redis_lib
@@ -49,7 +50,7 @@ class StackOptions:
     settings: WorkerSettings = field(default_factory=WorkerSettings)
     keep: bool = False
     remote: RemoteOptions | None = None
-    celery: CeleryWorkers | None = None  # the workers are Celery's (--engine celery), not RQ's
+    engine: Engine = field(default_factory=RQ)  # the queue the jobs run on, and its workers
 
 
 class ProviderEndpoint(Protocol):
@@ -127,10 +128,8 @@ class RunStack(ABC):
         return []
 
     def job_queue(self, retries: int) -> JobQueue:
-        """Where the run's jobs go: RQ's queue (with `Retry(max=retries)`), or Celery's."""
-        if self.options.celery is None:
-            return RQJobs(self.redis, retries)
-        jobs = CeleryJobs(self.redis, self.redis_url, self.keys.prefix)
+        """Where the run's jobs go: its engine's queue (`retries`: RQ's `Retry(max=retries)`)."""
+        jobs = self.options.engine.job_queue(self.redis, self.redis_url, self.keys, retries)
         self._exit.callback(jobs.close)
         return jobs
 
@@ -206,7 +205,7 @@ class Stack(RunStack):
             QUEUE,
             o.settings,
             self.provider.token,
-            celery=o.celery,
+            o.engine,
             run_prefix=self.keys.prefix,
         )
         self._exit.callback(self.stop_services)

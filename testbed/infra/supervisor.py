@@ -20,59 +20,21 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import psutil
 
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
-from labcore.delivery import ENGINE_ENV, Engine
 from labcore.keys import RunKeys
 from labcore.procs import stop_descendants, stop_session
+from testbed.engines.base import Engine, WorkerSettings
+from testbed.engines.rq import RQ
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.liveness import check_alive
 
 if TYPE_CHECKING:
     from redis import Redis
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    """RQ's own knobs for noticing dead workers (`rq worker` options)."""
-
-    worker_ttl: int = 420
-    maintenance_interval: int = 600
-    job_monitoring_interval: int = 30
-
-
-# Celery's own default visibility timeout (seconds), on a Redis broker.
-CELERY_VISIBILITY = 3600
-# How often, at most, kombu's Redis transport looks for messages past it: every tenth of its 10 s
-# ticks (`unacked_restore_interval` x `unacked_restore_throttle`, kombu 5.7's defaults).
-CELERY_RESTORE_SWEEP = 100
-
-
-@dataclass(frozen=True, slots=True)
-class CeleryWorkers:
-    """A Celery run's workers: the lab's app (its task options per delivery setting), or the
-    user's (`app`, with its task `task`), and how long the broker keeps a killed worker's
-    unacknowledged message before it restores it."""
-
-    retries: int = 1
-    visibility_timeout: int | None = None  # None: the app's own (Celery's default: an hour)
-    app: str | None = None
-    task: str | None = None
-    paths: tuple[str, ...] = ()
-
-    def env(self, run_prefix: str) -> dict[str, str]:
-        from workers import celery_app as c
-
-        env = {ENGINE_ENV: Engine.CELERY.value, c.PREFIX_ENV: run_prefix, c.RETRIES_ENV: str(self.retries)}
-        if self.visibility_timeout is not None:
-            env[c.VISIBILITY_ENV] = str(self.visibility_timeout)
-        if self.app is not None and self.task is not None:
-            env |= {c.APP_ENV: self.app, c.HANDLER_ENV: self.task, c.PATHS_ENV: os.pathsep.join(self.paths)}
-        return env
 
 
 # How long a run's end waits for its work-horses to exit on their own before its workers are stopped.
@@ -115,15 +77,15 @@ class Supervisor:
         queue: str,
         settings: WorkerSettings,
         provider_token: str | None = None,
+        engine: Engine = RQ(),  # noqa: B008  (a frozen value)
         name_prefix: str = "",
-        celery: CeleryWorkers | None = None,
         run_prefix: str = "",
     ) -> None:
-        """`name_prefix`: a host's workers carry its name, unique among the run's hosts.
-        `celery`: the workers are Celery's, for the run whose keys start with `run_prefix`."""
+        """`engine`: the queue whose workers these are, for the run whose keys start with
+        `run_prefix`. `name_prefix`: a host's workers carry its name, unique among the run's hosts."""
         self._name_prefix = name_prefix
-        self._celery = celery
-        self._ready_key = RunKeys(run_prefix).celery_ready
+        self._engine = engine
+        self._keys = RunKeys(run_prefix)
         self._dir = workdir / "workers"
         self._dir.mkdir(exist_ok=True)
         self._queue = queue
@@ -132,14 +94,10 @@ class Supervisor:
         self._env[RQ_URL_ENV] = redis_url
         if provider_token:
             self._env[TOKEN_ENV] = provider_token
-        if celery is not None:
-            self._env |= celery.env(run_prefix)
-            # Celery's pool makes a temp dir per worker, removed only at an interpreter's exit,
-            # which a worker killed whole (or ended as the zygote ends it) never reaches: in the
-            # run's own directory, it goes with it.
-            tmp = self._dir / "tmp"
+        tmp = self._dir / "tmp"
+        self._env |= engine.worker_env(run_prefix, str(tmp))
+        if self._env.get("TMPDIR") == str(tmp):
             tmp.mkdir(exist_ok=True)
-            self._env["TMPDIR"] = str(tmp)
         self._started = 0
         self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}
@@ -159,43 +117,22 @@ class Supervisor:
         self._started += 1
         # RQ's worker registry lives under the run's prefix: names need only be unique within the run.
         name = f"{self._name_prefix}w{self._started}"
-        argv = self._celery_argv(name) if self._celery is not None else self._rq_argv(name)
+        argv = self._engine.worker_argv(name, self._queue, self._settings)
         log = self._dir / f"{name}.log"
         assert self._zygote is not None
         worker = WorkerProcess(name, self._zygote.fork(name, argv, log), log)
         self.workers[name] = worker
         return worker
 
-    def _rq_argv(self, name: str) -> list[str]:
-        s = self._settings
-        argv = ["--name", name, "--worker-ttl", str(s.worker_ttl)]
-        argv += ["--maintenance-interval", str(s.maintenance_interval)]
-        argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
-        return [*argv, "--disable-job-desc-logging", self._queue]
-
-    def _celery_argv(self, name: str) -> list[str]:
-        """One pool child per worker, as one work-horse at a time per RQ worker; no chatter
-        between workers (gossip, mingle, heartbeats), which the lab does not test."""
-        argv = ["--hostname", f"{name}@testbed", "--pool", "prefork", "--concurrency", "1", "--queues", self._queue]
-        return [*argv, "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"]
-
     def wait_ready(self, redis: Redis, timeout: float = 30.0) -> None:
-        """Until every worker has registered with RQ, or said it is ready (Celery): it is then dequeuing."""
+        """Until every worker has registered with its engine: it is then dequeuing."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check()
-            if set(self.workers) <= self._registered(redis):
+            if set(self.workers) <= self._engine.registered(redis, self._keys):
                 return
             time.sleep(0.05)
-        engine = "RQ" if self._celery is None else "Celery"
-        raise RunFailure(f"workers did not register with {engine} within {timeout:.0f} s")
-
-    def _registered(self, redis: Redis) -> set[str]:
-        if self._celery is not None:
-            return {name.decode() for name in cast(set[bytes], redis.smembers(self._ready_key))}
-        from rq import Worker
-
-        return {w.name for w in Worker.all(connection=redis)}
+        raise RunFailure(f"workers did not register with {self._engine.label} within {timeout:.0f} s")
 
     def owner_of(self, horse_pid: int) -> WorkerProcess | None:
         """The worker whose work-horse this pid is, if it is one of ours."""
@@ -223,7 +160,7 @@ class Supervisor:
         `close` once they are: the zygote reports their exits until then."""
         if self._zygote is not None:
             self._zygote.settle()
-        if self._celery is None:  # a Celery worker's pool child lives as long as its worker
+        if self._engine.waits_for_horses:
             _horses_ended([w for w in self.workers.values() if not w.killed], HORSES_END)
         procs = [w.proc for w in self.workers.values()]
         self.workers.clear()

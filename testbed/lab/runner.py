@@ -21,18 +21,17 @@ import redis as redis_lib
 from labcore import plan as plans
 from labcore.bus import Wake
 from labcore.credentials import new_secret
-from labcore.delivery import APP, APP_TASK, Delivery, acks_early, task_name
+from labcore.delivery import acks_early
 from labcore.events import Noted
 from labcore.faults import RULES
 from labcore.ids import JobId, JobKind, op_id, seq_of
 from labcore.keys import QUEUE, CellKeys
+from testbed.engines.base import JobRequest
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
-from testbed.infra.queues import JobRequest
 from testbed.infra.stack import RunStack
-from testbed.infra.supervisor import CeleryWorkers
 from testbed.judge.checker import OpFacts
 from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
@@ -47,7 +46,6 @@ from testbed.store.history import cell_line, facts_line, noted_line, records_lin
 from testbed.store.runs import RunDir
 from testbed.store.series import Series
 from workers.handler import JobSpec
-from workers.worker import HANDLER as JOB_FUNCTION
 
 POLL_INTERVAL = 0.02
 INFLIGHT_WAIT = 10.0
@@ -105,7 +103,7 @@ class _Running:
     keys: CellKeys
     ledger: str
     plan: plans.Plan
-    function: str  # the queue's: an RQ job function, a Celery task
+    function: str  # the engine's: a job function, a task name
     spec: dict[str, object]
     started: float
     ops: int  # the cell's: the run's --ops, or its schedule's
@@ -146,7 +144,7 @@ class CellRunner:
             stack.bus,
             killer_for(stack),
             ScenarioChanges(stack.redis, stack.admin, self._enqueue_extra),
-            recover if options.recovery is Recovery.FORCED and stack.options.celery is None else None,
+            recover if options.recovery is Recovery.FORCED and stack.options.engine.recovers_by_force else None,
             options.history,
             watch=stack.check,
             lost=self,
@@ -241,7 +239,7 @@ class CellRunner:
             poll_interval=POLL_INTERVAL,
             provider_crashes=_crashes_provider(cell),
         )
-        function, spec = _function(cell, self.stack.options.celery), asdict(builtin)
+        function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
             spec = userjobs.job_spec(
                 s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
@@ -398,17 +396,6 @@ def filling(ops: int, window: int | None, head: int = HEAD) -> list[tuple[range,
 def _chunks(first: int, last: int, size: int = CHUNK) -> Iterator[range]:
     for start in range(first, last + 1, size):
         yield range(start, min(last, start + size - 1) + 1)
-
-
-def _function(cell: Cell, celery: CeleryWorkers | None) -> str:
-    """What runs the cell's jobs: RQ's job function, or the Celery task for its delivery setting."""
-    if celery is None:
-        return JOB_FUNCTION if cell.handler is None else userjobs.FUNCTION
-    if cell.delivery is None:
-        raise RunFailure(f"{cell.label} names no delivery setting: it cannot run on Celery")
-    if cell.delivery == APP:
-        return APP_TASK
-    return task_name(Delivery(cell.delivery), user=cell.handler is not None)
 
 
 def _held_ops(cell: Cell) -> int:

@@ -90,7 +90,7 @@ def execute_on_stack(
     try:
         with redis_failures(), started_stack(run_id, stack_options) as stack:
             ran = work(stack, run_dir)
-            versions = _versions(stack.redis, celery=stack_options.celery is not None)
+            versions = _versions(stack.redis, stack_options.engine.versions)
             if run_dir is not None:
                 ran = _kept(ran, stack, run_dir)
             stack.stop_services()  # if `_kept` has not: what the jobs left is all counted once the workers are gone
@@ -202,11 +202,11 @@ def package_version(name: str) -> str:
         return "unknown"
 
 
-def _versions(redis: Any, celery: bool = False) -> dict[str, str]:
-    """`celery`: the run's jobs ran on Celery, whose release (and its transport's) the run names too."""
+def _versions(redis: Any, engine: tuple[str, ...] = ()) -> dict[str, str]:
+    """`engine`: the distributions of the engine the run's jobs ran on, whose releases the run names too."""
     from redis.exceptions import RedisError  # imported by then: not at the command line's start
 
-    versions = {name: package_version(name) for name in (*_VERSIONED, *(("celery", "kombu") if celery else ()))}
+    versions = {name: package_version(name) for name in (*_VERSIONED, *engine)}
     versions["python"] = platform.python_version()
     try:
         versions["redis-server"] = str(redis.info("server").get("redis_version", "unknown"))

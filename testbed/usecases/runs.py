@@ -15,12 +15,11 @@ from labcore.faults import RULES, Fault
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import CELERY_RESTORE_SWEEP, CELERY_VISIBILITY, WorkerSettings
 from testbed.judge.promises import Promise
 from testbed.lab import userjobs
-from testbed.lab.engine import EngineChoice, on_engine
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
+from testbed.usecases.engines import EngineChoice, on_engine
 
 # A cell's own time, before the ops' share and any recovery the run waits for.
 BASE_CELL_TIMEOUT = 120.0
@@ -70,9 +69,14 @@ class RunRequest:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
         paths = self.jobs.prepare(self.engine.celery_app)
         handlers = self.jobs.handlers
-        stack, cells = on_engine(self.engine, stack, self.cells, self.retries, handlers, paths, self.recovery)
-        if self.overrides and stack.celery is not None:
-            raise UsageError("--expect names cells of RQ's table: not with --engine celery (one table per setting)")
+        stack, cells = on_engine(
+            self.engine, stack, self.cells, self.retries, handlers, paths, self.recovery is Recovery.FORCED
+        )
+        if self.overrides and stack.engine.name != "rq":
+            s = self.engine.spelling
+            raise UsageError(
+                f"{s.expect} names cells of RQ's table: not with {s.engine} {stack.engine.name} (one table per setting)"
+            )
         options = RunOptions(
             cells=cells,
             plan=self.plan,
@@ -106,37 +110,15 @@ class PreparedRun:
 def cell_timeout(
     given: float | None, ops: int, cells: Sequence[Cell], recovery: Recovery, stack: StackOptions
 ) -> float:
-    """Long enough for the slowest honest cell: a few jobs a second, plus RQ's own
-    recovery of an abandoned job when it is left to RQ (its entry expires, then a
-    worker's maintenance has to come round), or Celery's broker's restoring of a
-    killed worker's unacknowledged task (after the visibility timeout, at the
-    broker's next sweep)."""
+    """Long enough for the slowest honest cell: a few jobs a second, plus the wait for a killed
+    worker's jobs to come back where the engine says they come back late (RQ's own maintenance,
+    Celery's broker's visibility timeout)."""
     if given is not None:
         return given
     timeout = BASE_CELL_TIMEOUT + ops * 0.05
     if any(Fault.KILL_WORKER in c.faults for c in cells):
-        if stack.celery is not None:
-            visibility = stack.celery.visibility_timeout
-            timeout += (CELERY_VISIBILITY + CELERY_RESTORE_SWEEP if visibility is None else visibility) + 20
-        elif recovery is Recovery.RQ:
-            timeout += rq_recovery_seconds(stack.settings)[1] + 60
+        timeout += stack.engine.kill_worker_wait(recovery is Recovery.RQ, stack.settings)
     return timeout
-
-
-def rq_recovery_note(settings: WorkerSettings) -> str:
-    low, high = rq_recovery_seconds(settings)
-    return (
-        f"RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"
-        " (--job-monitoring-interval + 60 s, then a worker's maintenance); the run waits for it"
-    )
-
-
-def rq_recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
-    """When RQ's own maintenance brings a dead worker's job back: its started-registry
-    entry expires job-monitoring-interval + 60 s after the last heartbeat, then a
-    worker's maintenance (every maintenance-interval, not before worker-ttl - 15) requeues it."""
-    expires = s.job_monitoring_interval + 60
-    return expires, expires + max(s.maintenance_interval, s.worker_ttl - 15)
 
 
 def fit_stack(stack: StackOptions, cells: Iterable[Cell]) -> StackOptions:

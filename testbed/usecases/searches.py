@@ -15,7 +15,7 @@ from testbed.explore.search import Exploration, Search, targets_of
 from testbed.explore.space import faults_for, scenarios_for
 from testbed.explore.trials import Judged, TrialSettings
 from testbed.infra.stack import StackOptions
-from testbed.lab.engine import EngineChoice, engine_flags, engine_stack, searched_setting
+from testbed.usecases.engines import EngineChoice, engine_flags, engine_stack, searched_setting
 from testbed.usecases.runs import Jobs, fit_faults
 from workers.strategies import parse_strategy
 

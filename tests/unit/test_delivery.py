@@ -12,7 +12,7 @@ from labcore.plan import EveryNth
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict
-from testbed.lab.engine import engine_cells, parse_engine
+from testbed.usecases.engines import engine_cells, parse_engine
 
 LOST, WORKER, ERROR = Cause.CHILD_LOST, Cause.WORKER_LOST, Cause.ERROR
 

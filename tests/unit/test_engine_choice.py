@@ -6,11 +6,11 @@ import re
 import pytest
 
 from labcore.boundaries import Boundary
+from testbed.engines.celery import Celery
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import CeleryWorkers
-from testbed.lab.engine import EngineChoice, engine_flags, on_engine, one_delivery
+from testbed.usecases.engines import EngineChoice, engine_flags, on_engine, one_delivery
 
 CELLS = [Cell("retry-only", Boundary.AFTER_EFFECT), Cell("jobs:send", Boundary.AFTER_EFFECT, handler="jobs:send")]
 
@@ -23,7 +23,7 @@ def test_on_rq_the_stack_and_cells_stay_as_they_are():
 def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers():
     choice = EngineChoice("celery", ("reject-on-lost", "early-ack"), visibility_timeout=30)
     stack, cells = on_engine(choice, StackOptions(workers=2), CELLS, 2, ["jobs:send"], ("/src",))
-    assert stack == StackOptions(workers=2, celery=CeleryWorkers(2, 30, None, None, ("/src",)))
+    assert stack == StackOptions(workers=2, engine=Celery(2, 30, None, None, ("/src",)))
     assert [(c.delivery, c.strategy) for c in cells] == [
         ("reject-on-lost", "retry-only"),
         ("reject-on-lost", "jobs:send"),

@@ -1,7 +1,7 @@
 """What a run says before it starts, from its settings alone."""
 
-from testbed.infra.supervisor import WorkerSettings
-from testbed.usecases.runs import rq_recovery_note
+from testbed.engines.base import WorkerSettings
+from testbed.engines.rq import recovery_note as rq_recovery_note
 
 
 def test_replay_under_rqs_own_recovery_says_how_long_it_will_wait():

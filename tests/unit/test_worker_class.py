@@ -3,7 +3,8 @@
 from rq.utils import import_attribute
 
 from workers.handler import perform
-from workers.worker import HANDLER, Worker
+from workers.target import HANDLER
+from workers.worker import Worker
 
 
 def test_the_handler_s_name_is_the_handler() -> None:

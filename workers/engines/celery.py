@@ -32,6 +32,7 @@ from labcore import connections
 from labcore.credentials import RQ_URL_ENV
 from labcore.delivery import APP_TASK, Delivery, task_name, task_options
 from labcore.keys import RunKeys
+from workers.engines import ENGINE_ENV as ENGINE_ENV  # the lab sets it in its Celery workers' environment
 from workers.instrument import Job
 
 # Set by the run in its Celery workers' environment.
@@ -136,6 +137,13 @@ def _redis() -> Redis:
 
 def _job(enqueued: float | None) -> Job:
     return Job(_redis(), enqueued)
+
+
+def preload() -> None:
+    import celery.apps.worker
+    import celery.bin.celery  # noqa: F401
+
+    import workers.handler  # noqa: F401
 
 
 def serve(argv: list[str]) -> None:

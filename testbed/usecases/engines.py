@@ -1,24 +1,41 @@
-"""The queue a run's jobs go through, as a command or a test asks for it: RQ's workers
-as they are, or Celery's, each cell once per delivery setting (`labcore.delivery`).
-The command line and the pytest plugin ask the same way (`EngineChoice`); nothing
-here imports Celery, which only a Celery run's workers and queue client do."""
+"""The engine a run asks for, as a front end gives it (`EngineChoice`), and the stack and cells
+it means: RQ's workers as they are, or Celery's, each cell once per delivery setting
+(`labcore.delivery`). The command line and the pytest plugin ask the same way; what cannot run
+is refused in the asking front end's own words (`Spelling`). Nothing here imports Celery."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from labcore.delivery import APP, Delivery, Engine, parse_delivery
+from testbed.engines.celery import Celery
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.selection import parse_all
 from testbed.infra.stack import StackOptions
-from testbed.infra.supervisor import CeleryWorkers
-from testbed.nemesis.recovery import Recovery
 
 MAX_VISIBILITY = 7 * 86_400  # seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Spelling:
+    """How a front end names the choices it takes, for the errors that name them."""
+
+    engine: str = "--engine"
+    delivery: str = "--delivery"
+    app: str = "--celery-app"
+    visibility_timeout: str = "--visibility-timeout"
+    handler: str = "--handler"
+    strategy: str = "-s"
+    recovery: str = "--recovery"
+    expect: str = "--expect"
+
+
+COMMAND_LINE = Spelling()
+PLUGIN = Spelling("engine=", "delivery=", "celery_app=", "visibility_timeout=", "a handler", "strategies=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +47,7 @@ class EngineChoice:
     deliveries: tuple[str, ...] = ()
     celery_app: str | None = None
     visibility_timeout: int | None = None
+    spelling: Spelling = field(default=COMMAND_LINE, compare=False)
 
     @property
     def celery(self) -> bool:
@@ -44,7 +62,9 @@ def engine_cells(cells: Sequence[Cell], deliveries: Sequence[str]) -> list[Cell]
     return [replace(cell, delivery=delivery) for delivery in deliveries for cell in cells]
 
 
-def parse_engine(engine: str, deliveries: Sequence[str], celery_app: str | None) -> tuple[Engine, list[str]]:
+def parse_engine(
+    engine: str, deliveries: Sequence[str], celery_app: str | None, s: Spelling = COMMAND_LINE
+) -> tuple[Engine, list[str]]:
     """The engine and the delivery settings its cells run under (all of them on Celery, if
     none is named; the app's own, `APP`, with a user's Celery app); a UsageError says why not."""
     try:
@@ -53,11 +73,11 @@ def parse_engine(engine: str, deliveries: Sequence[str], celery_app: str | None)
         raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(Engine)})") from None
     if chosen is Engine.RQ:
         if deliveries:
-            raise UsageError("--delivery is a Celery setting: it needs --engine celery")
+            raise UsageError(f"{s.delivery} is a Celery setting: it needs {s.engine} celery")
         return chosen, []
     if celery_app is not None:
         if deliveries:
-            raise UsageError("--celery-app runs its task under its own options: not with --delivery")
+            raise UsageError(f"{s.app} runs its task under its own options: not with {s.delivery}")
         return chosen, [APP]
     named = parse_all(list(deliveries), lambda d: parse_delivery(d).value)
     return chosen, list(dict.fromkeys(named)) if named else [d.value for d in Delivery]
@@ -70,13 +90,13 @@ def on_engine(
     retries: int,
     handlers: Sequence[str],
     paths: Sequence[str],
-    recovery: Recovery = Recovery.FORCED,
+    forced_recovery: bool = True,
 ) -> tuple[StackOptions, list[Cell]]:
     """The stack and cells for the engine asked for: as they are on RQ; on Celery, the stack's
     workers Celery's and each cell once per delivery setting. A UsageError says why not."""
-    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
+    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app, choice.spelling)
     builtins = any(c.handler is None for c in cells)
-    stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins, recovery)
+    stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins, forced_recovery)
     return stack, engine_cells(cells, deliveries)
 
 
@@ -88,52 +108,53 @@ def engine_stack(
     handlers: Sequence[str],
     paths: Sequence[str],
     builtins: bool,
-    recovery: Recovery = Recovery.FORCED,
+    forced_recovery: bool = True,
 ) -> StackOptions:
     """The stack with the engine's workers: as it is on RQ; Celery's workers, running the lab's
     app (`retries`: autoretry's max_retries) or the user's (one handler, its task, and no
     built-in strategy: `builtins` says if one runs)."""
+    s = choice.spelling
     if engine is Engine.RQ:
         if choice.visibility_timeout is not None:
-            raise UsageError("--visibility-timeout is a Celery setting: it needs --engine celery")
+            raise UsageError(f"{s.visibility_timeout} is a Celery setting: it needs {s.engine} celery")
         return stack
     if stack.remote is not None:
-        raise UsageError("--engine celery runs its workers on this machine: not with --hosts")
-    if recovery is not Recovery.FORCED:
-        raise UsageError("--recovery is RQ's: on Celery a killed task comes back as its delivery settings say")
+        raise UsageError(f"{s.engine} celery runs its workers on this machine: not with --hosts")
+    if not forced_recovery:
+        raise UsageError(f"{s.recovery} is RQ's: on Celery a killed task comes back as its delivery settings say")
     visibility = choice.visibility_timeout
     if visibility is not None and not 1 <= visibility <= MAX_VISIBILITY:
-        raise UsageError(f"--visibility-timeout must be from 1 to {MAX_VISIBILITY:,} (got {visibility})")
+        raise UsageError(f"{s.visibility_timeout} must be from 1 to {MAX_VISIBILITY:,} (got {visibility})")
     task = None
     if choice.celery_app is not None:
         if len(handlers) != 1 or builtins:
-            raise UsageError("--celery-app runs one --handler, a task of the app, and no built-in strategy (-s)")
+            raise UsageError(
+                f"{s.app} runs one {s.handler}, a task of the app, and no built-in strategy ({s.strategy})"
+            )
         task = handlers[0]
     if importlib.util.find_spec("celery") is None:
-        raise SetupError("--engine celery needs Celery: pip install 'testbed[celery]'")
-    celery = CeleryWorkers(retries, visibility, choice.celery_app, task, tuple(paths))
+        raise SetupError(f"{s.engine} celery needs Celery: pip install 'testbed[celery]'")
+    celery = Celery(retries, visibility, choice.celery_app, task, tuple(paths))
     if choice.celery_app is not None:
-        from workers.celery_app import overrides
-
-        set_by_lab = ", ".join(overrides("", "", visibility))
+        set_by_lab = ", ".join(celery.overrides())
         print(f"testbed: the run sets in {choice.celery_app}'s configuration: {set_by_lab}", file=sys.stderr)
-    return replace(stack, celery=celery)
+    return replace(stack, engine=celery)
 
 
 def searched_setting(choice: EngineChoice) -> tuple[Engine, str | None]:
     """The engine a search runs on, and its one delivery setting (None on RQ)."""
-    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app)
-    return engine, one_delivery(deliveries)
+    engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app, choice.spelling)
+    return engine, one_delivery(deliveries, choice.spelling)
 
 
-def one_delivery(deliveries: Sequence[str]) -> str | None:
+def one_delivery(deliveries: Sequence[str], spelling: Spelling = COMMAND_LINE) -> str | None:
     """The one delivery setting a search runs under (None: on RQ); a UsageError if there are several,
     as there are when none was named on Celery."""
     if len(deliveries) <= 1:
         return deliveries[0] if deliveries else None
     raise UsageError(
         "explore searches under one Celery delivery setting at a time:"
-        f" name one with --delivery ({', '.join(Delivery)})"
+        f" name one with {spelling.delivery} ({', '.join(Delivery)})"
     )
 
 

@@ -1,0 +1,132 @@
+"""What the lab asks of the queue its jobs run on, whichever it is (`Engine`), and the
+queue client every engine gives the runner (`JobQueue`).
+
+The runner, the supervisor, the stack and the front ends ask the engine value a run
+carries (`StackOptions.engine`), never which engine it is. An engine is one module of
+this package (its lab side) and one of `workers.engines` (its workers' side), named in
+both registries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from labcore.keys import RunKeys
+from testbed.experiment.matrix import Cell
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.client import Pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """RQ's own knobs for noticing dead workers (`rq worker` options): the stack carries them
+    whatever its engine, as the command line takes them."""
+
+    worker_ttl: int = 420
+    maintenance_interval: int = 600
+    job_monitoring_interval: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One job of an op: the queue's function (an RQ job function, a Celery task name),
+    its arguments (spec, op, seq), its id, and whether it goes ahead of the others."""
+
+    function: str
+    args: tuple[Any, ...]
+    job_id: str
+    at_front: bool = False
+
+
+class JobQueue(Protocol):
+    # The queue can lose a job that never started (`missing`): the runner looks for such jobs.
+    loses_jobs: bool
+
+    def enqueue(self, jobs: Sequence[JobRequest]) -> None: ...
+
+    def backlog(self) -> int:
+        """Jobs waiting for a worker."""
+        ...
+
+    def count_failed(self, pipe: Pipeline) -> None:
+        """Ask, in the caller's round trip, how many jobs the queue gave up on."""
+        ...
+
+    def failed(self) -> set[str]:
+        """The ids of the jobs the queue gave up on."""
+        ...
+
+    def acknowledged(self, job_id: str) -> None:
+        """Until the job's message is acknowledged, if it is about to be."""
+        ...
+
+    def missing(self, job_ids: Sequence[str]) -> set[str]:
+        """Of these jobs, never started, those the queue holds nowhere."""
+        ...
+
+    def give_up(self, job_id: str) -> None:
+        """Count a job the queue lost among those given up on."""
+        ...
+
+    def worker_lost(self, job_id: str) -> None:
+        """The worker running this job was killed whole: if the queue will never run the job
+        again, count it among those given up on."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    """A queue the lab's jobs run on, as a run configured it."""
+
+    # As `--engine` names it, and results.json (absent there on RQ); as sentences name it.
+    name: ClassVar[str]
+    label: ClassVar[str]
+    # The run's end waits for its work-horses to exit before it stops the workers (a pool
+    # child that lives as long as its worker is not waited for).
+    waits_for_horses: ClassVar[bool]
+    # The controller may bring a dead worker's jobs back at once (RQ's forced recovery).
+    recovers_by_force: ClassVar[bool]
+    # The distributions whose releases a run on it records, beside the lab's own.
+    versions: ClassVar[tuple[str, ...]]
+
+    def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
+        """What its workers' environment holds (`tmp`: a directory of the run's own)."""
+        ...
+
+    def worker_argv(self, name: str, queue: str, settings: WorkerSettings) -> list[str]:
+        """The options of one of its workers."""
+        ...
+
+    def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
+        """The names of its workers that take jobs now."""
+        ...
+
+    def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
+        """Where a run's jobs go (`retries`: the run's retries, where the queue keeps them)."""
+        ...
+
+    def job_function(self, cell: Cell) -> str:
+        """What runs a cell's jobs: a job function, a task name."""
+        ...
+
+    def kill_worker_wait(self, rq_recovery: bool, settings: WorkerSettings) -> float:
+        """Seconds a cell that kills whole workers may wait, past its own time, for their jobs
+        to come back (`rq_recovery`: RQ's own maintenance brings them back, not the controller)."""
+        ...
+
+    def caption(self) -> str:
+        """What the tables' caption adds about it ("" if nothing)."""
+        ...
+
+    def recovery(self, mode: str) -> str:
+        """Who brings a killed job back, in a replay's words (`mode`: the run's --recovery)."""
+        ...
+
+    def meta(self) -> dict[str, Any]:
+        """What results.json's options say of it (nothing on RQ)."""
+        ...
