@@ -14,7 +14,7 @@ import redis
 import testbed.plugin
 from testbed.infra.redis_server import PrivateRedis
 from tests.support import namespaces
-from tests.support.helpers import Ran, run_testbed, start_testbed
+from tests.support.helpers import BackgroundRuns, Ran, run_testbed, start_testbed
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,7 +66,7 @@ def default_chaos(tmp_path_factory: pytest.TempPathFactory) -> Ran:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def background_runs(request: pytest.FixtureRequest):
+def background_runs(request: pytest.FixtureRequest) -> Iterator[BackgroundRuns]:
     """Runs that mostly wait (RQ's own recovery waits out a 65 s expiry) start
     with the session, so that their wait overlaps the other tests; a test marked
     `background(name, command, *args)` collects its run with `finish`. Only the
@@ -74,7 +74,7 @@ def background_runs(request: pytest.FixtureRequest):
     Under pytest-xdist every worker starts them, since none can know which tests
     it will be given: the wait is what overlaps, and a run left unused is stopped
     at the end like the others."""
-    runs: dict[str, tuple[subprocess.Popen, Path]] = {}
+    runs: BackgroundRuns = {}
     for item in request.session.items:
         marker = item.get_closest_marker("background")
         if marker is not None and marker.args[0] not in runs:

@@ -1,6 +1,8 @@
 """Bad input: one clear line, a non-zero exit, no traceback, nothing started or written."""
 
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.e2e
         (["--frobnicate"], "No such option"),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(workdir, args, message):
+def test_usage_errors_exit_2_with_one_line(workdir: Path, args: list[str], message: str) -> None:
     ran = run_testbed(args, workdir, timeout=60)
     assert ran.code == 2
     lines = ran.stderr.strip().splitlines()
@@ -38,7 +40,7 @@ def test_usage_errors_exit_2_with_one_line(workdir, args, message):
     assert_left_nothing(ran)
 
 
-def test_unreachable_redis_url(workdir):
+def test_unreachable_redis_url(workdir: Path) -> None:
     ran = run_testbed(["--redis-url", "redis://127.0.0.1:1/0", "--ops", "5", "--every", "5"], workdir, timeout=60)
     assert ran.code == 2
     assert ran.stderr.strip().splitlines() == [ran.stderr.strip()]
@@ -48,14 +50,14 @@ def test_unreachable_redis_url(workdir):
 
 
 @pytest.fixture
-def taken_port():
+def taken_port() -> Iterator[int]:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         yield taken.getsockname()[1]
 
 
-def test_provider_port_in_use(workdir, taken_port):
+def test_provider_port_in_use(workdir: Path, taken_port: int) -> None:
     port = taken_port
     ran = run_testbed(["--provider-port", str(port), "--ops", "5", "--every", "5"], workdir, timeout=60)
     assert ran.code == 2
@@ -63,7 +65,7 @@ def test_provider_port_in_use(workdir, taken_port):
     assert_left_nothing(ran)
 
 
-def test_standalone_provider_port_in_use(workdir, taken_port):
+def test_standalone_provider_port_in_use(workdir: Path, taken_port: int) -> None:
     port = taken_port
     ran = run_testbed(["--port", str(port), "--db", str(workdir / "p.sqlite3")], workdir, 60, "provider")
     assert ran.code == 2

@@ -9,12 +9,16 @@ pytestmark = pytest.mark.e2e
 
 
 def test_replies_in_order_as_a_pipeline_gives_them(private_redis: redis.Redis) -> None:
-    commands = [("HINCRBY", "attempts", "op-1", 1), ("HSET", "ledger", "op-1", "done"), ("HGET", "ledger", "op-1")]
+    commands: list[tuple[str | int, ...]] = [
+        ("HINCRBY", "attempts", "op-1", 1),
+        ("HSET", "ledger", "op-1", "done"),
+        ("HGET", "ledger", "op-1"),
+    ]
     commands += [("HGET", "ledger", "op-2"), ("INCR", "ended")]
     replies = batch(private_redis, *commands)
     with private_redis.pipeline(transaction=False) as pipe:
         for command in commands:
-            pipe.execute_command(*command)
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves Pipeline.execute_command unannotated
         expected = pipe.execute()
     # The second run of the same commands: counters moved on, the hash field already there.
     assert replies == [1, 1, b"done", None, 1]

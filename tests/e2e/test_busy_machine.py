@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture
-def busy_cores():
+def busy_cores() -> Iterator[int]:
     """One busy-loop process per core, for as long as the test runs."""
     hogs = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
@@ -24,11 +26,11 @@ def busy_cores():
         hog.wait()
 
 
-def test_the_articles_cells_under_a_busy_loop_on_every_core(workdir, busy_cores):
+def test_the_articles_cells_under_a_busy_loop_on_every_core(workdir: Path, busy_cores: int) -> None:
     ran = run_testbed(["--ops", "20"], workdir, timeout=400)  # two faulted ops per cell, as in the full matrix
     assert ran.code == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert "12/12 cells as expected" in ran.stdout
-    assert {(r["strategy"], r["boundary"]): (r["effects"], r["missingOperations"]) for r in ran.results["rows"]}[
+    assert {(r["strategy"], r["boundary"]): (r["effects"], r["missingOperations"]) for r in ran.json["rows"]}[
         ("record-before", "before-effect")
     ] == (18, 2)
     assert_left_nothing(ran)

@@ -5,6 +5,7 @@ app of this module's own, whose task runs with its own options."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from celery import Celery
@@ -21,20 +22,20 @@ ROOT = str(Path(__file__).resolve().parents[2])
 app = Celery("testbed-e2e-celery")
 
 
-@app.task(acks_late=True, reject_on_worker_lost=True)
-def send_email(op_id: str, payload: dict) -> str:
+@app.task(acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]  # Celery ships no types
+def send_email(op_id: str, payload: dict[str, Any]) -> str:
     """Sends with no key: a task requeued after its effect sends it again."""
     return post(payload, None)
 
 
-def test_the_article_cells_under_every_delivery_setting_match_the_model(workdir):
+def test_the_article_cells_under_every_delivery_setting_match_the_model(workdir: Path) -> None:
     # One faulted op per cell (--ops 5 --every 5): a killed pool child stalls its Celery worker
     # until the pool notices (up to its 5 s tick), so eight workers take the 32 kills.
     args = ["--engine", "celery", "--ops", "5", "--every", "5", "--workers", "8", "--parallel", "16"]
     ran = run_testbed([*args, "--no-store"], workdir, timeout=280)
     assert ran.code == 0, ran.stderr
     assert ran.results is not None
-    rows = ran.results["rows"]
+    rows = ran.json["rows"]
     assert len(rows) == 4 * 12 and all(r["verdict"] == "pass" for r in rows)
     assert {r["delivery"] for r in rows} == {d.value for d in Delivery}
     for delivery in Delivery:
@@ -50,13 +51,13 @@ def test_the_article_cells_under_every_delivery_setting_match_the_model(workdir)
     assert cell("reject-on-lost", "provider-key", "before-effect") == (5, 0, 0)
     # Acknowledged before the kill (early ack), or failed by it (acks_late alone), or not an
     # exception (autoretry): the killed task is FAILURE and never runs again.
-    for delivery in ("early-ack", "acks-late", "autoretry"):
-        assert cell(delivery, "provider-key", "before-effect") == (4, 1, 1)
-        assert cell(delivery, "retry-only", "after-effect") == (5, 0, 1)
+    for setting in ("early-ack", "acks-late", "autoretry"):
+        assert cell(setting, "provider-key", "before-effect") == (4, 1, 1)
+        assert cell(setting, "retry-only", "after-effect") == (5, 0, 1)
     assert_left_nothing(ran)
 
 
-def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_again(workdir):
+def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_again(workdir: Path) -> None:
     here = "tests.e2e.test_celery"
     args = ["--celery-app", f"{here}:app", "--handler", f"{here}:send_email", "--path", ROOT]
     ran = run_testbed([*args, "-b", "after-effect", "--ops", "10", "--every", "5", "--no-store"], workdir)
@@ -70,7 +71,7 @@ def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_a
     assert_left_nothing(ran)
 
 
-def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restores_the_rest(workdir):
+def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restores_the_rest(workdir: Path) -> None:
     args = ["--engine", "celery", "-f", "kill-worker", "-b", "before-effect", "-s", "provider-key"]
     args += ["--delivery", "early-ack", "--delivery", "acks-late", "--visibility-timeout", "2"]
     ran = run_testbed([*args, "--ops", "10", "--every", "5", "--no-store"], workdir, timeout=120)
@@ -88,7 +89,7 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
     restored = ran.row("provider-key", "before-effect", delivery="acks-late")
     assert (restored["effects"], restored["missingOperations"], restored["jobsFailed"]) == (10, 0, 0)
     assert "Celery's visibility timeout 2 s" in ran.stdout
-    assert {"celery", "kombu"} <= set(ran.results["versions"])
+    assert {"celery", "kombu"} <= set(ran.json["versions"])
     assert_left_nothing(ran)
 
 
@@ -111,7 +112,7 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
         ),
     ],
 )
-def test_bad_engine_options_exit_2_with_one_line(workdir, args, message):
+def test_bad_engine_options_exit_2_with_one_line(workdir: Path, args: list[str], message: str) -> None:
     ran = run_testbed([*args, "--path", ROOT, "--no-store"], workdir, timeout=60)
     assert ran.code == 2, ran.stderr
     lines = ran.stderr.strip().splitlines()

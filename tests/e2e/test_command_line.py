@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,12 +18,12 @@ import redis
 
 from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
-from tests.support.helpers import TESTBED, assert_left_nothing, run_testbed
+from tests.support.helpers import TESTBED, Ran, SharedRedis, assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 
 
-def refused(ran, message: str) -> None:
+def refused(ran: Ran, message: str) -> None:
     """One line, exit 2, nothing started, nothing written."""
     assert ran.code == 2, ran.stdout + ran.stderr
     lines = ran.stderr.strip().splitlines()
@@ -65,18 +67,18 @@ def refused(ran, message: str) -> None:
         (["--no-store", "--report"], "--report writes into the stored run"),
     ],
 )
-def test_bad_input_costs_no_run(workdir, args, message):
+def test_bad_input_costs_no_run(workdir: Path, args: list[str], message: str) -> None:
     started = time.monotonic()
     ran = run_testbed(args, workdir, timeout=60)
     refused(ran, message)
     assert time.monotonic() - started < 10  # before the stack starts: no Redis, no workers
 
 
-def command(*args: str, env=None) -> subprocess.CompletedProcess:
+def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TESTBED, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
-def test_bare_testbed_lists_its_commands():
+def test_bare_testbed_lists_its_commands() -> None:
     ran = command()
     assert ran.returncode == 0
     for name in ("chaos", "replay", "load", "provider", "runs", "report", "check", "compare", "clean"):
@@ -84,13 +86,13 @@ def test_bare_testbed_lists_its_commands():
     assert "..." not in ran.stdout.split("Commands:")[1]  # no summary cut short
 
 
-def test_short_help_and_version():
+def test_short_help_and_version() -> None:
     assert command("-h").returncode == 0
     ran = command("--version")
     assert ran.returncode == 0 and re.fullmatch(r"testbed \S+\n", ran.stdout)
 
 
-def test_help_lists_valid_values_and_examples():
+def test_help_lists_valid_values_and_examples() -> None:
     text = command("chaos", "-h").stdout
     assert "<list[str]>" not in text
     for value in ("provider-key", "after-effect", "kill-worker", "provider-crash", "lagging-listing"):
@@ -98,15 +100,15 @@ def test_help_lists_valid_values_and_examples():
     assert "Examples:" in text and "testbed chaos --matrix full" in text
 
 
-def test_the_full_matrix_runs_a_named_fault(workdir):
+def test_the_full_matrix_runs_a_named_fault(workdir: Path) -> None:
     ran = run_testbed(["--matrix", "full", "-f", "kill-worker", "-s", "provider-key", "--ops", "10"], workdir)
     assert ran.code == 0, ran.stderr
-    faults = {r["fault"] for r in ran.results["rows"]}
+    faults = {r["fault"] for r in ran.json["rows"]}
     assert faults == {"none", "kill-worker"}
-    assert {r["boundary"] for r in ran.results["rows"] if r["fault"] == "kill-worker"} >= {"job-start", "after-record"}
+    assert {r["boundary"] for r in ran.json["rows"] if r["fault"] == "kill-worker"} >= {"job-start", "after-record"}
 
 
-def test_an_expectation_names_the_fault(workdir):
+def test_an_expectation_names_the_fault(workdir: Path) -> None:
     args = ["-s", "retry-only", "-b", "after-effect", "-f", "kill", "-f", "timeout", "--ops", "10"]
     ran = run_testbed([*args, "--expect", "retry-only@after-effect:timeout=10/0"], workdir)
     assert ran.code == 1
@@ -114,7 +116,7 @@ def test_an_expectation_names_the_fault(workdir):
     assert "DIFFERS  retry-only @ after-effect (kill)" not in ran.stdout
 
 
-def test_progress_lines_mark_cells_as_the_tables_do(workdir):
+def test_progress_lines_mark_cells_as_the_tables_do(workdir: Path) -> None:
     ran = run_testbed(
         ["--scenario", "stored-error", "-s", "provider-key", "-b", "after-effect", "--ops", "10"], workdir
     )
@@ -124,7 +126,7 @@ def test_progress_lines_mark_cells_as_the_tables_do(workdir):
     assert "9 / 0 (1f)" in progress and "as expected" in progress
 
 
-def test_load_without_a_terminal_prints_no_empty_progress(workdir):
+def test_load_without_a_terminal_prints_no_empty_progress(workdir: Path) -> None:
     ran = run_testbed(["--ops", "50", "-s", "retry-only", "--kill-rate", "0.1"], workdir, command="load")
     assert ran.code == 0, ran.stderr
     assert "0m00s" not in ran.stderr
@@ -138,21 +140,23 @@ def test_load_without_a_terminal_prints_no_empty_progress(workdir):
         (["--db", "."], "--db .: is a directory"),
     ],
 )
-def test_provider_input_is_checked_up_front(workdir, args, message):
+def test_provider_input_is_checked_up_front(workdir: Path, args: list[str], message: str) -> None:
     db = [] if "--db" in args else ["--db", str(workdir / "p.sqlite3")]
     ran = command("provider", *db, *args, env={**os.environ, "TESTBED_PROVIDER_TOKEN": "t"})
     assert ran.returncode == 2 and ran.stderr.strip() == f"testbed: error: {message}"
     assert not (workdir / "p.sqlite3").exists()
 
 
-def test_provider_on_port_0_names_its_port_logs_requests_and_lists_its_log(workdir):
+def test_provider_on_port_0_names_its_port_logs_requests_and_lists_its_log(workdir: Path) -> None:
     env = {**os.environ, "TESTBED_PROVIDER_TOKEN": "secret-token"}
     argv = [*TESTBED, "provider", "--db", str(workdir / "p.sqlite3"), "--port", "0"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
-        url = re.search(r"serving (http://127\.0\.0\.1:\d+)", line).group(1)
+        serving = re.search(r"serving (http://127\.0\.0\.1:\d+)", line)
+        assert serving is not None, line
+        url = serving.group(1)
         auth = {"Authorization": "Bearer secret-token"}
         with httpx.Client(base_url=url, headers=auth, trust_env=False) as http:
             for _ in range(100):
@@ -176,7 +180,7 @@ def test_provider_on_port_0_names_its_port_logs_requests_and_lists_its_log(workd
 
 
 @pytest.fixture
-def shared_redis(tmp_path):
+def shared_redis(tmp_path: Path) -> Iterator[SharedRedis]:
     port = free_port()
     argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     argv += ["--requirepass", "pw-of-the-user", "--dir", str(tmp_path)]
@@ -193,7 +197,7 @@ def shared_redis(tmp_path):
     proc.wait()
 
 
-def test_clean_removes_a_dead_runs_keys_and_never_a_live_ones(workdir, shared_redis):
+def test_clean_removes_a_dead_runs_keys_and_never_a_live_ones(workdir: Path, shared_redis: SharedRedis) -> None:
     url, client = shared_redis
     client.set("testbed:20260101-000000-dead00:cell:c001:ops", "x")  # a run that died: no owner key
     client.set("testbed:20260101-000000-live00:owner", json.dumps({"pid": 1}), ex=60)
@@ -207,14 +211,14 @@ def test_clean_removes_a_dead_runs_keys_and_never_a_live_ones(workdir, shared_re
     assert not client.exists("testbed:20260101-000000-dead00:cell:c001:ops")
 
 
-def test_a_password_is_never_printed(workdir):
+def test_a_password_is_never_printed(workdir: Path) -> None:
     ran = run_testbed(
         ["--redis-url", "redis://:hunter2@127.0.0.1:1/0", "--ops", "5", "--every", "5"], workdir, timeout=60
     )
     assert ran.code == 2 and "hunter2" not in ran.stderr and "***" in ran.stderr
 
 
-def test_a_killed_runs_temp_dir_and_a_kept_one_go_with_clean(workdir):
+def test_a_killed_runs_temp_dir_and_a_kept_one_go_with_clean(workdir: Path) -> None:
     kept = run_testbed(["--ops", "5", "-s", "retry-only", "-b", "none", "--keep"], workdir)
     assert kept.code == 0
     left = list(kept.tmpdir.iterdir())
@@ -228,7 +232,7 @@ def test_a_killed_runs_temp_dir_and_a_kept_one_go_with_clean(workdir):
     assert list(kept.tmpdir.iterdir()) == []
 
 
-def test_ctrl_c_in_load_leaves_the_message_on_its_own_line(workdir):
+def test_ctrl_c_in_load_leaves_the_message_on_its_own_line(workdir: Path) -> None:
     from tests.support.helpers import finish, start_testbed
 
     proc, _, err = start_testbed(["--ops", "3000", "-s", "retry-only"], workdir, command="load")

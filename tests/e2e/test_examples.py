@@ -4,6 +4,7 @@ private Redis, provider process, real RQ workers, real SIGKILLs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from labcore.boundaries import Boundary
 from labcore.schedule import Schedule
 from testbed.errors import UsageError
 from testbed.infra.redis_server import PrivateRedis
+from testbed.judge.scorecard import Row
+from testbed.plugin import Lab
 from tests.support.postgres import private_postgres
 
 pytestmark = pytest.mark.e2e
@@ -22,16 +25,16 @@ SIX = ["job-start", "before-request", "before-effect", "after-effect", "after-re
 
 
 @pytest.fixture
-def db(tmp_path) -> dict[str, str]:
+def db(tmp_path: Path) -> dict[str, str]:
     """The examples' own database, private to the test."""
     return {"EXAMPLES_DB": str(tmp_path / "jobs.sqlite3")}
 
 
-def counts(row) -> tuple[int, int, int]:
+def counts(row: Row) -> tuple[int, int, int]:
     return row.counts.effects, row.counts.missing_operations, row.faults
 
 
-def test_naive_job_duplicates_after_the_effect(lab, db):
+def test_naive_job_duplicates_after_the_effect(lab: Lab, db: dict[str, str]) -> None:
     rows = lab.run("examples.naive:send", ops=50, env=db, paths=[ROOT])
     assert counts(rows.row("none")) == (50, 0, 0)
     assert counts(rows.row("before-effect")) == (50, 0, 5)
@@ -50,7 +53,7 @@ def test_naive_job_duplicates_after_the_effect(lab, db):
         rows.assert_at_most_once()
 
 
-def test_keyed_job_is_exactly_once_under_every_fault(lab, db):
+def test_keyed_job_is_exactly_once_under_every_fault(lab: Lab, db: dict[str, str]) -> None:
     rows = lab.run(
         "examples.keyed:send",
         boundaries=["before-effect", "after-effect"],
@@ -75,7 +78,7 @@ def test_keyed_job_is_exactly_once_under_every_fault(lab, db):
     rows.assert_exactly_once()
 
 
-def test_reconciling_job_with_its_state_in_sqlite(lab, db):
+def test_reconciling_job_with_its_state_in_sqlite(lab: Lab, db: dict[str, str]) -> None:
     rows = lab.run("examples.reconciling:send", boundaries=SIX, faults=["kill", "timeout", "late"], ops=30, env=db)
     assert len(rows) == 9
     for row in rows:
@@ -86,7 +89,7 @@ def test_reconciling_job_with_its_state_in_sqlite(lab, db):
     rows.assert_exactly_once()
 
 
-def test_reconciling_job_holds_what_it_cannot_establish(lab, db):
+def test_reconciling_job_holds_what_it_cannot_establish(lab: Lab, db: dict[str, str]) -> None:
     rows = lab.run("examples.reconciling:send", boundaries=["after-effect"], scenarios=["withdrawn"], ops=20, env=db)
     (row,) = rows
     # The lookup says 410: the job raises rather than send again; RQ shows it failed.
@@ -95,7 +98,7 @@ def test_reconciling_job_holds_what_it_cannot_establish(lab, db):
 
 
 @pytest.fixture(scope="module")
-def idempotency_redis(tmp_path_factory):
+def idempotency_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The library's own store: a Redis of the job's, not the lab's."""
     server = PrivateRedis(tmp_path_factory.mktemp("idempotency"))
     url = server.start()
@@ -103,7 +106,7 @@ def idempotency_redis(tmp_path_factory):
     server.stop()
 
 
-def test_powertools_idempotency_under_the_crash_matrix(lab, idempotency_redis):
+def test_powertools_idempotency_under_the_crash_matrix(lab: Lab, idempotency_redis: dict[str, str]) -> None:
     rows = lab.run(
         "examples.powertools_job:send",
         boundaries=["before-request", "before-effect", "after-effect", "after-record"],
@@ -136,7 +139,7 @@ def test_powertools_idempotency_under_the_crash_matrix(lab, idempotency_redis):
 @pytest.mark.parametrize(
     "handler", ["tests.support.userjobs:send_with_requests", "tests.support.userjobs:send_with_httpx"]
 )
-def test_all_six_boundaries_are_hit_in_code_the_user_did_not_edit(lab, handler):
+def test_all_six_boundaries_are_hit_in_code_the_user_did_not_edit(lab: Lab, handler: str) -> None:
     rows = lab.run(handler, boundaries=SIX, ops=20, every=5, paths=[ROOT])
     assert [r.cell.where for r in rows] == SIX
     for row in rows:
@@ -145,7 +148,7 @@ def test_all_six_boundaries_are_hit_in_code_the_user_did_not_edit(lab, handler):
     rows.assert_exactly_once()
 
 
-def test_a_client_the_lab_does_not_instrument(lab):
+def test_a_client_the_lab_does_not_instrument(lab: Lab) -> None:
     marked = lab.run("tests.support.userjobs:send_with_urllib", boundaries=WORKER_SIDE, ops=10, every=5, paths=[ROOT])
     assert [r.faults for r in marked] == [2, 2, 2, 2]
     marked.assert_exactly_once()
@@ -157,7 +160,7 @@ def test_a_client_the_lab_does_not_instrument(lab):
         unmarked.assert_exactly_once()
 
 
-def test_built_in_strategies_run_beside_a_handler(lab, db):
+def test_built_in_strategies_run_beside_a_handler(lab: Lab, db: dict[str, str]) -> None:
     rows = lab.run("examples.keyed:send", strategies=["record-after"], boundaries=["after-effect"], ops=20, env=db)
     assert [(r.cell.strategy, counts(r)) for r in rows] == [
         ("record-after", (22, 0, 2)),
@@ -167,7 +170,7 @@ def test_built_in_strategies_run_beside_a_handler(lab, db):
     assert "examples.keyed:send" in rows.table()
 
 
-def test_a_job_that_raises_fails_and_the_run_goes_on(lab, db):
+def test_a_job_that_raises_fails_and_the_run_goes_on(lab: Lab, db: dict[str, str]) -> None:
     handlers = ["tests.support.userjobs:raises", "examples.keyed:send"]
     rows = lab.run(handlers, boundaries=["none"], ops=10, env=db, paths=[ROOT])
     raised = rows.row(handler="tests.support.userjobs:raises")
@@ -186,12 +189,12 @@ def test_a_job_that_raises_fails_and_the_run_goes_on(lab, db):
         ("tests.support.userjobs", "must be MODULE:FUNCTION"),
     ],
 )
-def test_bad_handlers_are_refused_before_any_work(lab, handler, message):
+def test_bad_handlers_are_refused_before_any_work(lab: Lab, handler: str, message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         lab.run(handler, paths=[ROOT])
 
 
-def test_reconciling_job_with_its_state_in_postgresql(lab):
+def test_reconciling_job_with_its_state_in_postgresql(lab: Lab) -> None:
     import psycopg
 
     with private_postgres() as url:
@@ -212,7 +215,7 @@ def test_reconciling_job_with_its_state_in_postgresql(lab):
 
 
 @pytest.mark.slow
-def test_explore_finds_what_the_matrix_misses_and_shrinks_it(lab, db):
+def test_explore_finds_what_the_matrix_misses_and_shrinks_it(lab: Lab, db: dict[str, str]) -> None:
     # examples.lookup_once passes every cell of the full matrix (test_explore.py); two faults on one op,
     # the second on the recovery attempt, break it.
     with pytest.raises(AssertionError) as failed:
@@ -227,6 +230,6 @@ def test_explore_finds_what_the_matrix_misses_and_shrinks_it(lab, db):
     assert op[1].boundary in (Boundary.AFTER_EFFECT, Boundary.AFTER_RECEIPT), schedule
 
 
-def test_explore_passes_a_job_that_keeps_its_promise(lab, db):
+def test_explore_passes_a_job_that_keeps_its_promise(lab: Lab, db: dict[str, str]) -> None:
     done = lab.explore("examples.keyed:send", budget=12, seed=2, env=db, paths=[ROOT], scenarios=["none"])
     assert done.counterexample is None and len(done.trials.judged) == 12

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.schedule import Schedule
-from tests.support.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import Ran, assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -19,12 +20,12 @@ ROOT = str(Path(__file__).resolve().parents[2])
 BUILT_INS = ["retry-only", "record-after", "record-before", "provider-key", "reconcile", "naive-reconcile", "fresh-key"]
 
 
-def explored(ran) -> dict:
-    assert ran.results is not None, ran.stderr
-    return ran.results["explore"]
+def explored(ran: Ran) -> dict[str, Any]:
+    found: dict[str, Any] = ran.json["explore"]
+    return found
 
 
-def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir):
+def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir: Path) -> None:
     store = workdir / "runs"
     ran = run_testbed(["-s", "record-before", "--seed", "1", "--store", str(store)], workdir, command="explore")
     assert ran.code == 1, ran.stderr
@@ -49,7 +50,7 @@ def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir):
         (workdir / name).mkdir()
     replay = run_testbed(["--schedule", str(saved), "-s", "record-before", "--no-store"], workdir / "replay")
     assert replay.code == 1, replay.stderr
-    (row,) = replay.results["rows"]
+    (row,) = replay.json["rows"]
     assert (row["boundary"], row["effects"], row["missingOperations"], row["falseCompletions"]) == ("schedule", 0, 1, 1)
     assert row["promise"]["missing"] == 1 and row["expected"]["missingOperations"] == 1  # as the model predicts
     assert words in replay.stdout
@@ -60,7 +61,7 @@ def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir):
     assert page.code == 0 and 'id="coverage"' in Path(page.stdout.strip()).read_text()
 
 
-def test_provider_key_keeps_exactly_once(workdir):
+def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
     ran = run_testbed(["-s", "provider-key", "--budget", "40", "--seed", "3", "--no-store"], workdir, command="explore")
     assert ran.code == 0, ran.stderr + ran.stdout
     summary = explored(ran)
@@ -70,7 +71,7 @@ def test_provider_key_keeps_exactly_once(workdir):
     assert any(s["attempt"] >= 2 and s["struck"] for s in summary["coverage"])  # recovery attempts struck too
 
 
-def test_held_ops_never_take_every_worker(workdir):
+def test_held_ops_never_take_every_worker(workdir: Path) -> None:
     """A hold keeps its worker until the op's duplicate runs: trials that held an op on every
     worker at once stalled until the hold gave up, and read as a failure of the lab."""
     args = [a for s in ("provider-key", "retry-only", "record-after", "record-before") for a in ("-s", s)]
@@ -84,7 +85,7 @@ def test_held_ops_never_take_every_worker(workdir):
     assert any(s["fault"] == "hold" and s["struck"] for s in summary["coverage"])
 
 
-def test_on_celery_early_ack_loses_the_killed_op_and_the_schedule_replays_it(workdir):
+def test_on_celery_early_ack_loses_the_killed_op_and_the_schedule_replays_it(workdir: Path) -> None:
     """Acknowledged as it starts, a task whose pool child is killed is never run again: the
     search finds the loss (as the model predicts it), and the schedule replays on the same setting."""
     pytest.importorskip("celery")
@@ -101,19 +102,19 @@ def test_on_celery_early_ack_loses_the_killed_op_and_the_schedule_replays_it(wor
     (words,) = found["words"]
     assert words.endswith("0 effects from 0 requests, job failed: missing"), words
     assert found["replay"].endswith("-s provider-key --engine celery --delivery early-ack")
-    assert ran.results["options"]["delivery"] == "early-ack"
+    assert ran.json["options"]["delivery"] == "early-ack"
     assert_left_nothing(ran)
 
     (workdir / "replay").mkdir()
     saved = str(store / "latest" / "counterexample.json")
     replay = run_testbed(["--schedule", saved, "-s", "provider-key", *celery, "--no-store"], workdir / "replay")
     assert replay.code == 1, replay.stderr
-    (row,) = replay.results["rows"]
+    (row,) = replay.json["rows"]
     assert (row["delivery"], row["missingOperations"], row["expected"]["missingOperations"]) == ("early-ack", 1, 1)
 
 
 @pytest.mark.slow
-def test_the_model_predicts_every_trial_of_every_built_in(workdir):
+def test_the_model_predicts_every_trial_of_every_built_in(workdir: Path) -> None:
     args = [a for s in BUILT_INS for a in ("-s", s)]
     args += ["--model-only", "--budget", "120", "--seed", "5", "--no-store"]
     ran = run_testbed(args, workdir, timeout=600, command="explore")
@@ -122,16 +123,16 @@ def test_the_model_predicts_every_trial_of_every_built_in(workdir):
     assert summary["labFailures"] == 0 and summary["trials"] == 120
     # The built-ins' own losses and duplicates are there, predicted: not what this search looks for.
     assert summary["breaches"] > 0
-    assert {row["strategy"] for row in ran.results["rows"]} == set(BUILT_INS)
+    assert {row["strategy"] for row in ran.json["rows"]} == set(BUILT_INS)
 
 
 @pytest.mark.slow
-def test_the_worked_example_passes_the_full_matrix(workdir, monkeypatch):
+def test_the_worked_example_passes_the_full_matrix(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXAMPLES_DB", str(workdir / "jobs.sqlite3"))
     args = ["--matrix", "full", "--handler", "examples.lookup_once:send", "--path", ROOT, "--ops", "10", "--every", "5"]
     ran = run_testbed([*args, "--no-store"], workdir, timeout=600)
     assert ran.code == 0, ran.stdout
-    assert len(ran.results["rows"]) == 19
+    assert len(ran.json["rows"]) == 19
 
 
 @pytest.mark.parametrize(
@@ -151,7 +152,7 @@ def test_the_worked_example_passes_the_full_matrix(workdir, monkeypatch):
         ),
     ],
 )
-def test_bad_explore_input_exits_2_with_one_line(workdir, args, message):
+def test_bad_explore_input_exits_2_with_one_line(workdir: Path, args: list[str], message: str) -> None:
     ran = run_testbed(args, workdir, timeout=60, command="explore")
     assert ran.code == 2
     (line,) = ran.stderr.strip().splitlines()
@@ -172,7 +173,7 @@ def test_bad_explore_input_exits_2_with_one_line(workdir, args, message):
          ["-s", "reconcile"], "op 1: the hold fault is duplicate-enqueue's"),
     ],
 )  # fmt: skip
-def test_a_bad_schedule_file_exits_2_with_one_line(workdir, content, args, message):
+def test_a_bad_schedule_file_exits_2_with_one_line(workdir: Path, content: str, args: list[str], message: str) -> None:
     path = workdir / "schedule.json"
     path.write_text(content)
     ran = run_testbed(["--schedule", str(path), *args], workdir, timeout=60)

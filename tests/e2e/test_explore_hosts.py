@@ -12,11 +12,12 @@ import pytest
 from labcore.faults import Fault
 from labcore.schedule import Schedule
 from tests.support import namespaces
+from tests.support.namespaces import Hosts
 
 pytestmark = pytest.mark.e2e
 
 
-def test_trials_run_on_both_hosts_and_provider_key_keeps_exactly_once(hosts):
+def test_trials_run_on_both_hosts_and_provider_key_keeps_exactly_once(hosts: Hosts) -> None:
     ran = hosts.lab("explore", "--hosts", "-s", "provider-key", "--budget", "20", "--seed", "13", "--no-store")
     assert ran.returncode == 0, hosts.failed(ran)
     document = json.loads((hosts.workdir("lab") / "explore.json").read_text())
@@ -30,7 +31,7 @@ def test_trials_run_on_both_hosts_and_provider_key_keeps_exactly_once(hosts):
     assert sum(s["struck"] for s in cuts) >= 1, summary["coverage"]
 
 
-def test_the_silent_loss_is_found_shrunk_and_confirmed_across_hosts(hosts):
+def test_the_silent_loss_is_found_shrunk_and_confirmed_across_hosts(hosts: Hosts) -> None:
     ran = hosts.lab("explore", "--hosts", "-s", "record-before", "--seed", "1", "--store", "runs")
     assert ran.returncode == 1, hosts.failed(ran)
     found = json.loads((hosts.workdir("lab") / "explore.json").read_text())["explore"]["counterexample"]
@@ -41,6 +42,6 @@ def test_the_silent_loss_is_found_shrunk_and_confirmed_across_hosts(hosts):
     assert found["replay"].startswith("testbed chaos --schedule runs/") and found["replay"].endswith(" --hosts")
 
 
-def test_nothing_is_left_afterwards(hosts):
+def test_nothing_is_left_afterwards(hosts: Hosts) -> None:
     hosts.down()
     assert hosts.seen and hosts.left() == []

@@ -9,6 +9,7 @@ import pwd
 import re
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def umask() -> int:
     return current
 
 
-def test_symlinks_planted_in_a_world_writable_directory_are_replaced_never_followed(workdir):
+def test_symlinks_planted_in_a_world_writable_directory_are_replaced_never_followed(workdir: Path) -> None:
     """A symlink to a root-owned 0600 file, planted by another user at every name the run
     writes: the files themselves and the temp names a run used to write them through."""
     shared = workdir / "shared"
@@ -75,7 +76,7 @@ def test_symlinks_planted_in_a_world_writable_directory_are_replaced_never_follo
 
 
 @pytest.fixture
-def small_disk(workdir):
+def small_disk(workdir: Path) -> Iterator[Path]:
     """A 200 KiB tmpfs (mounting needs root, as CI has: skipped where it is not allowed)."""
     mount = workdir / "small"
     mount.mkdir()
@@ -105,7 +106,7 @@ def last_line(stderr: str) -> str:
     return stderr.strip().splitlines()[-1]
 
 
-def test_a_store_that_fills_keeps_the_judged_cells_at_the_json_path(workdir, small_disk):
+def test_a_store_that_fills_keeps_the_judged_cells_at_the_json_path(workdir: Path, small_disk: Path) -> None:
     """Room for the history, not for the provider's log: every cell is judged, the store fails as
     the run keeps its files, and results.json at --json holds the cells, marked incomplete."""
     fill(small_disk, leave=36 * 1024)
@@ -117,7 +118,7 @@ def test_a_store_that_fills_keeps_the_judged_cells_at_the_json_path(workdir, sma
     said = re.escape(f"testbed: error: cannot write {shown}/") + r"\S+: No space left on device"
     said += r" \(\d cell\(s\) judged, \d not run, written to " + re.escape(f"{workdir / 'results.json'})")
     assert re.fullmatch(said, last_line(ran.stderr)), ran.stderr
-    results = ran.results
+    results = ran.json
     assert results["incomplete"] is True and results["verdict"] == "incomplete"
     assert results["failure"].startswith(f"cannot write {shown}/")
     assert len(results["rows"]) + len(results["notRun"]) == 2 and all(r["verdict"] == "pass" for r in results["rows"])
@@ -126,7 +127,7 @@ def test_a_store_that_fills_keeps_the_judged_cells_at_the_json_path(workdir, sma
     assert_left_nothing(ran)
 
 
-def test_a_json_target_that_is_full_leaves_the_results_in_the_store(workdir, small_disk):
+def test_a_json_target_that_is_full_leaves_the_results_in_the_store(workdir: Path, small_disk: Path) -> None:
     fill(small_disk)
     target = small_disk / "results.json"
     ran = run_testbed([*TWO, "--json", str(target)], workdir)
@@ -144,7 +145,7 @@ def test_a_json_target_that_is_full_leaves_the_results_in_the_store(workdir, sma
     assert_left_nothing(ran)
 
 
-def test_with_nowhere_to_write_the_results_go_to_stdout(workdir, small_disk):
+def test_with_nowhere_to_write_the_results_go_to_stdout(workdir: Path, small_disk: Path) -> None:
     """The store and --json on one full disk: the store fails with the history's first write."""
     fill(small_disk)
     ran = run_testbed([*TWO, "--store", str(small_disk / "runs"), "--json", str(small_disk / "r.json")], workdir)

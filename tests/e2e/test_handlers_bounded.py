@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def pids(tmp_path, monkeypatch) -> Path:
+def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the handlers write the pids of the processes they leave behind."""
     where = tmp_path / "pids"
     where.mkdir()
@@ -39,7 +39,7 @@ def alive(pids: Path) -> list[int]:
     return running
 
 
-def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir, pids):
+def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir: Path, pids: Path) -> None:
     args = ["--handler", "tests.support.loops_at_import:send", "--import-timeout", "2", "-b", "none", "--ops", "2"]
     ran = run_testbed(args, workdir, timeout=60)
     assert ran.code == 2
@@ -50,39 +50,39 @@ def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir, pids):
     assert_left_nothing(ran)
 
 
-def test_processes_a_handler_leaves_are_stopped_and_counted(workdir, pids):
+def test_processes_a_handler_leaves_are_stopped_and_counted(workdir: Path, pids: Path) -> None:
     args = ["--handler", "tests.support.userjobs:leaves_a_process", "-b", "none", "--ops", "6"]
     ran = run_testbed(args, workdir, timeout=120)
     assert ran.code == 0, ran.stderr
     left = len(list(pids.iterdir()))
     assert left == 12  # two per op
     assert alive(pids) == []
-    assert ran.results["leftoverProcesses"] == left
+    assert ran.json["leftoverProcesses"] == left
     assert f"the jobs left {left} process(es) running after their attempts: stopped" in ran.stderr
     assert_left_nothing(ran)
 
 
-def test_a_handlers_output_is_capped_per_attempt_in_the_store(workdir):
+def test_a_handlers_output_is_capped_per_attempt_in_the_store(workdir: Path) -> None:
     store = workdir / "store"
     args = ["--handler", "tests.support.userjobs:shouts", "-b", "none", "--ops", "3", "--workers", "1"]
     ran = run_testbed([*args, "--store", str(store)], workdir, timeout=120)
     assert ran.code == 0, ran.stderr
-    (log,) = (store / ran.results["run"] / "logs" / "workers").glob("w*.log")
+    (log,) = (store / ran.json["run"] / "logs" / "workers").glob("w*.log")
     text = log.read_text()
     assert len(text) < 3 * 70_000
     assert text.count("bytes of this work-horse's output cut; 65536 kept per attempt") == 3
 
 
-def test_a_handler_that_exits_its_work_horse_is_a_failed_attempt(workdir):
+def test_a_handler_that_exits_its_work_horse_is_a_failed_attempt(workdir: Path) -> None:
     args = ["--handler", "tests.support.userjobs:exits_at_once", "-b", "none", "--ops", "2", "--retries", "1"]
     ran = run_testbed([*args, "--cell-timeout", "600"], workdir, timeout=120)
     assert ran.code == 1, ran.stderr
-    (row,) = ran.results["rows"]
+    (row,) = ran.json["rows"]
     assert (row["effects"], row["missingOperations"]) == (0, 2)
     assert_left_nothing(ran)
 
 
-def test_a_temp_dir_named_in_multibyte_characters_falls_back_to_tcp():
+def test_a_temp_dir_named_in_multibyte_characters_falls_back_to_tcp() -> None:
     base = tempfile.gettempdir()
     # The provider's socket, <dir>/tmp/testbed-<run id>-<8>/provider.sock, fits in characters, not in bytes.
     wide = 96 - len(base) - 1 - len("/tmp/testbed-20250101-120000-abcdef-abcdefgh/provider.sock") - len("tb-")

@@ -14,6 +14,9 @@ import secrets
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, TypeVar
 
 import psutil
 import pytest
@@ -23,12 +26,14 @@ from labcore import hosts as proto
 from labcore.hosts import HostState, Order, OrderKind, OrderReply, RunHostKeys, RunRequest
 from labcore.keys import new_run_id, rq_prefix, run_prefix
 from labcore.procs import free_port
-from tests.support.helpers import TESTBED
+from tests.support.helpers import TESTBED, SharedRedis
 
 pytestmark = pytest.mark.e2e
 
+T = TypeVar("T")
 
-def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
+
+def _wait(predicate: Callable[[], T | Literal[False] | None], timeout: float = 30.0, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -39,7 +44,7 @@ def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
 
 
 @pytest.fixture
-def shared_redis(tmp_path):
+def shared_redis(tmp_path: Path) -> Iterator[SharedRedis]:
     password = secrets.token_hex(16)
     port = free_port()
     env = {**os.environ, "TESTBED_REDIS_PASSWORD": password}
@@ -71,9 +76,12 @@ def _pings(client: redis.Redis) -> bool:
 # A host that may not change its host's routing: without CAP_NET_ADMIN (as root, dropped from its bounding set).
 NO_NET_ADMIN = ["setpriv", "--bounding-set", "-net_admin", "--"] if os.geteuid() == 0 else []
 
+# The host's process, and a client of its Redis.
+Host = tuple[subprocess.Popen[bytes], redis.Redis]
+
 
 @pytest.fixture
-def host(request, shared_redis, tmp_path):
+def host(request: pytest.FixtureRequest, shared_redis: SharedRedis, tmp_path: Path) -> Iterator[Host]:
     url, client = shared_redis
     env = {**os.environ, "REDIS_URL": url, "TESTBED_HOST_NAME": "solo", "TESTBED_PROVIDER_TOKEN": "t" * 32}
     log = open(tmp_path / "host.log", "wb")  # noqa: SIM115 (closed below)
@@ -118,7 +126,9 @@ def _order(client: redis.Redis, keys: RunHostKeys, order: Order) -> OrderReply:
     return proto.decode(OrderReply, popped[1])
 
 
-def test_host_daemon_refuses_pids_that_are_not_work_horses_of_its_workers(host):
+def test_host_daemon_refuses_pids_that_are_not_work_horses_of_its_workers(
+    host: Host,
+) -> None:
     _proc, client = host
     keys = _ask(client)
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
@@ -129,11 +139,11 @@ def test_host_daemon_refuses_pids_that_are_not_work_horses_of_its_workers(host):
         assert not reply.ok and "refusing to kill" in reply.error
     assert psutil.pid_exists(os.getpid()) and psutil.Process(worker_pid).status() != psutil.STATUS_ZOMBIE
     # Its workers run with the run's key prefix, the secrets in their environment, none on their command line.
-    worker = psutil.Process(worker_pid)
-    assert worker.environ()["RQ_KEY_PREFIX"] == rq_prefix(keys.prefix)
-    assert "RQ_REDIS_URL" in worker.environ() and "TESTBED_PROVIDER_TOKEN" in worker.environ()
-    command = " ".join(worker.cmdline())
-    assert worker.environ()["RQ_REDIS_URL"].split("@")[0].split(":")[-1] not in command
+    process = psutil.Process(worker_pid)
+    assert process.environ()["RQ_KEY_PREFIX"] == rq_prefix(keys.prefix)
+    assert "RQ_REDIS_URL" in process.environ() and "TESTBED_PROVIDER_TOKEN" in process.environ()
+    command = " ".join(process.cmdline())
+    assert process.environ()["RQ_REDIS_URL"].split("@")[0].split(":")[-1] not in command
     assert "t" * 32 not in command
     # The run ends: the host stops its workers and says so.
     client.srem(proto.RUNS, keys.prefix)
@@ -143,12 +153,16 @@ def test_host_daemon_refuses_pids_that_are_not_work_horses_of_its_workers(host):
 
 
 @pytest.mark.parametrize("host", ["as-started", "no-net-admin"], indirect=True)
-def test_a_host_daemon_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(host, request):
+def test_a_host_daemon_cuts_off_only_a_provider_on_another_host_and_only_if_it_may(
+    host: Host, request: pytest.FixtureRequest
+) -> None:
     """Its registration says whether it may change its host's routing (as root it
     may, unless CAP_NET_ADMIN was taken away); a provider on its own host (here:
     loopback) is refused all the same. Nothing is cut either way."""
     _proc, client = host
-    registered = proto.decode(proto.Registration, client.get(proto.live_key("solo")))
+    live = client.get(proto.live_key("solo"))
+    assert live is not None, "the host is not registered"
+    registered = proto.decode(proto.Registration, live)
     may = os.geteuid() == 0 and request.node.callspec.params["host"] == "as-started"
     assert (registered.no_partition == "") == may
     keys = _ask(client)
@@ -165,7 +179,7 @@ def test_a_host_daemon_cuts_off_only_a_provider_on_another_host_and_only_if_it_m
     client.delete(keys.request)
 
 
-def test_workers_stop_when_the_runs_controller_stops_beating(host):
+def test_workers_stop_when_the_runs_controller_stops_beating(host: Host) -> None:
     _proc, client = host
     keys = _ask(client, ttl=2)  # nobody refreshes it: the controller "died"
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
@@ -175,7 +189,7 @@ def test_workers_stop_when_the_runs_controller_stops_beating(host):
     client.srem(proto.RUNS, keys.prefix)
 
 
-def test_a_stopped_host_daemon_leaves_nothing(host):
+def test_a_stopped_host_daemon_leaves_nothing(host: Host) -> None:
     proc, client = host
     keys = _ask(client)
     state = _wait(lambda: (s := _state(client, keys)) and len(s.workers) == 2 and s, what="workers started")
@@ -203,7 +217,7 @@ def test_a_stopped_host_daemon_leaves_nothing(host):
         (["redis", "--port", "6390"], "TESTBED_REDIS_PASSWORD must hold a password"),
     ],
 )
-def test_what_cannot_run_is_refused_up_front(args, says, tmp_path):
+def test_what_cannot_run_is_refused_up_front(args: list[str], says: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TESTBED_", "REDIS_URL"))}
     if "provider-crash" in args:
         env |= {"REDIS_URL": "redis://:x@127.0.0.1:9/0", "TESTBED_PROVIDER_URL": "http://127.0.0.1:9"}
@@ -213,7 +227,7 @@ def test_what_cannot_run_is_refused_up_front(args, says, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("testbed: error: ") and says in lines[0], done.stderr
 
 
-def _run_on_hosts(url: str, tmp_path, extra: list[str]) -> subprocess.CompletedProcess[str]:
+def _run_on_hosts(url: str, tmp_path: Path, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """A run with --hosts against a provider of its own, once that provider answers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TESTBED_", "REDIS_URL"))}
     provider_port = free_port()
@@ -239,14 +253,16 @@ def _run_on_hosts(url: str, tmp_path, extra: list[str]) -> subprocess.CompletedP
         provider.wait(10)
 
 
-def test_no_host_registered_is_a_setup_error(shared_redis, tmp_path):
+def test_no_host_registered_is_a_setup_error(shared_redis: SharedRedis, tmp_path: Path) -> None:
     done = _run_on_hosts(shared_redis[0], tmp_path, [])
     assert done.returncode == 2
     assert "no host is registered with Redis" in done.stderr and ":***@" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("host", ["no-net-admin"], indirect=True)
-def test_a_partition_run_is_refused_when_a_host_may_not_cut(shared_redis, host, tmp_path):
+def test_a_partition_run_is_refused_when_a_host_may_not_cut(
+    shared_redis: SharedRedis, host: Host, tmp_path: Path
+) -> None:
     _proc, client = host
     done = _run_on_hosts(shared_redis[0], tmp_path, ["-f", "partition"])
     assert done.returncode == 2

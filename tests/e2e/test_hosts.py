@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,8 @@ from testbed.store import results
 from testbed.store.layout import PROVIDER_LOG, PROVIDER_RECORDS
 from tests.support import compose
 from tests.support.dom import parse
+from tests.support.helpers import Ran
+from tests.support.namespaces import Hosts
 from tests.support.report_page import assert_cell_timeline, label_of
 
 pytestmark = pytest.mark.e2e
@@ -57,38 +61,41 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def probe(hosts):
+def probe(hosts: Hosts) -> dict[str, Any]:
     ran = hosts.run("lab", [sys.executable, "-c", PROBE], "lab", timeout=60)
     assert ran.returncode == 0, hosts.failed(ran)
-    return json.loads(ran.stdout)
+    probed: dict[str, Any] = json.loads(ran.stdout)
+    return probed
 
 
 @pytest.fixture(scope="module")
-def lab_run(hosts):
+def lab_run(hosts: Hosts) -> subprocess.CompletedProcess[str]:
     """compose.yaml's lab service, on the lab's host."""
     ran = hosts.run("lab", compose.argv("lab"), "lab", timeout=240)
     assert ran.returncode == 0, hosts.failed(ran)
     return ran
 
 
-def test_redis_refuses_a_client_without_the_password(probe):
+def test_redis_refuses_a_client_without_the_password(probe: dict[str, Any]) -> None:
     assert probe["redisOpen"] is False
     assert "authenticat" in probe["redisError"].lower()
     assert probe["rawPing"].startswith("-NOAUTH")
 
 
-def test_provider_refuses_a_request_without_the_token_and_changes_nothing(probe):
+def test_provider_refuses_a_request_without_the_token_and_changes_nothing(probe: dict[str, Any]) -> None:
     assert (probe["putNoToken"], probe["sendNoToken"]) == (401, 401)
     # The refused PUT made no ledger, the refused send logged nothing.
     assert probe["lookupAfter"] == 404
     assert probe["auditAfter"] == {"effects": 0, "records": {}}
 
 
-def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, default_chaos):
+def test_article_cells_across_hosts_equal_the_single_host_run(
+    hosts: Hosts, lab_run: subprocess.CompletedProcess[str], default_chaos: Ran
+) -> None:
     across = json.loads((hosts.workdir("lab") / "results.json").read_text())
     assert across["options"]["redis"] == "shared"
     assert default_chaos.code == 0, default_chaos.stderr[-3000:]
-    local = default_chaos.results
+    local = default_chaos.json
     cells = [tuple(r[k] for k in _CELL) for r in across["rows"]]
     assert len(cells) == 12
     assert cells == [tuple(r[k] for k in _CELL) for r in local["rows"]]
@@ -98,7 +105,9 @@ def test_article_cells_across_hosts_equal_the_single_host_run(hosts, lab_run, de
         assert hosts.pids(hosts.ns(host)) == [hosts.procs[host].pid]
 
 
-def test_a_run_on_a_network_provider_is_kept_and_judged_again_from_what_the_provider_said(hosts, lab_run):
+def test_a_run_on_a_network_provider_is_kept_and_judged_again_from_what_the_provider_said(
+    hosts: Hosts, lab_run: subprocess.CompletedProcess[str]
+) -> None:
     stored = (hosts.workdir("lab") / "runs" / "latest").resolve()
     assert (stored / PROVIDER_RECORDS).is_file() and not (stored / PROVIDER_LOG).exists()  # its log stays on its host
     check = [*compose.argv("lab")[:3], "check"]
@@ -117,7 +126,9 @@ def test_a_run_on_a_network_provider_is_kept_and_judged_again_from_what_the_prov
     assert "DIFFERS" in ran.stdout and op in ran.stdout
 
 
-def test_kill_worker_replay_comes_back_on_the_other_worker_host(hosts, lab_run):
+def test_kill_worker_replay_comes_back_on_the_other_worker_host(
+    hosts: Hosts, lab_run: subprocess.CompletedProcess[str]
+) -> None:
     # 12 kills: the chance that no job crosses to the other host is about (1/2)^12.
     argv = [*compose.argv("lab")[:3], "replay", "--hosts", "--fault", "kill-worker", "--ops", "48", "--every", "4"]
     ran = hosts.run("lab", [*argv, "--no-store", "--json", "replay.json"], "lab", timeout=180)
@@ -133,7 +144,9 @@ def test_kill_worker_replay_comes_back_on_the_other_worker_host(hosts, lab_run):
     assert crossed >= 1, "no killed job came back on the other worker host"
 
 
-def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab_run):
+def test_partition_timeout_and_late_across_hosts_agree_with_the_model(
+    hosts: Hosts, lab_run: subprocess.CompletedProcess[str]
+) -> None:
     """Each partitioned op's host is cut off from the provider by its host; the provider's
     answer goes into the cut and the client times out. Exit 0: every count as the
     model predicts (for a partition, as for a timeout, which runs beside it, with late)."""
@@ -169,7 +182,9 @@ def test_partition_timeout_and_late_across_hosts_agree_with_the_model(hosts, lab
         assert "blackhole" not in rules and rules.startswith("0:"), rules
 
 
-def test_every_scenario_across_hosts_agrees_with_the_model(hosts, lab_run):
+def test_every_scenario_across_hosts_agrees_with_the_model(
+    hosts: Hosts, lab_run: subprocess.CompletedProcess[str]
+) -> None:
     """The scenarios' world changes go over the network too: the provider's admin
     routes (expired keys, withdrawals), a duplicate job racing a held request, a
     re-minted op. Exit 0: every cell as the model predicts."""
@@ -184,10 +199,10 @@ def test_every_scenario_across_hosts_agrees_with_the_model(hosts, lab_run):
     assert all(r["faults"] >= 1 for r in rows if r["boundary"] != "none")
 
 
-def _has(events: list[dict], kind: str) -> bool:
+def _has(events: list[dict[str, Any]], kind: str) -> bool:
     return any(e["event"] == kind for e in events)
 
 
-def test_nothing_is_left_afterwards(hosts, lab_run):
+def test_nothing_is_left_afterwards(hosts: Hosts, lab_run: subprocess.CompletedProcess[str]) -> None:
     hosts.down()
     assert hosts.seen and hosts.left() == []

@@ -9,6 +9,7 @@ import contextlib
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -22,7 +23,7 @@ WAYS = pytest.mark.parametrize("by_pidfd", [True, False], ids=["pidfd", "psutil"
 
 
 @WAYS
-def test_the_wait_ends_when_the_process_exits_and_not_before(by_pidfd):
+def test_the_wait_ends_when_the_process_exits_and_not_before(by_pidfd: bool) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         with Held(sleeper.pid, by_pidfd=by_pidfd) as held:
@@ -37,7 +38,7 @@ def test_the_wait_ends_when_the_process_exits_and_not_before(by_pidfd):
 
 
 @WAYS
-def test_a_process_reaped_after_it_was_held_is_out_of_reach(by_pidfd):
+def test_a_process_reaped_after_it_was_held_is_out_of_reach(by_pidfd: bool) -> None:
     done = subprocess.Popen(["true"])
     with Held(done.pid, by_pidfd=by_pidfd) as held:
         done.wait()
@@ -46,7 +47,7 @@ def test_a_process_reaped_after_it_was_held_is_out_of_reach(by_pidfd):
 
 
 @WAYS
-def test_a_held_process_is_known_by_its_start_time_until_it_is_gone(by_pidfd):
+def test_a_held_process_is_known_by_its_start_time_until_it_is_gone(by_pidfd: bool) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         with Held(sleeper.pid, by_pidfd=by_pidfd) as held:
@@ -61,7 +62,7 @@ def test_a_held_process_is_known_by_its_start_time_until_it_is_gone(by_pidfd):
         assert gone.reaped and gone.born() == 0.0
 
 
-def test_a_pidfd_of_a_reaped_process_signals_nobody():
+def test_a_pidfd_of_a_reaped_process_signals_nobody() -> None:
     # What `Held.kill` relies on: the kernel refuses, where a signal by pid would reach whoever has it now.
     done = subprocess.Popen(["true"])
     with Held(done.pid, by_pidfd=True) as held:
@@ -81,7 +82,7 @@ class _Found:
         return self._owner
 
 
-def test_a_whole_worker_kill_spares_a_process_that_took_the_workers_pid(tmp_path):
+def test_a_whole_worker_kill_spares_a_process_that_took_the_workers_pid(tmp_path: Path) -> None:
     # A worker and its work-horse; and a stranger holding the pid the supervisor read as the
     # worker's, as if the worker had died and its pid gone to another process before it was held.
     worker = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -126,14 +127,17 @@ def _flood(attacker: list[str], target: str, seconds: float, *ports: int) -> sub
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", start_new_session=True)
 
 
-def _flood_report(flood: subprocess.Popen[bytes]) -> dict:
+def _flood_report(flood: subprocess.Popen[bytes]) -> dict[str, Any]:
     try:
         out, errors = flood.communicate(timeout=30)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(flood.pid, signal.SIGKILL)
         flood.wait()
-    return json.loads(out) if flood.returncode == 0 else pytest.fail(f"attacker failed: {errors!r}")
+    if flood.returncode != 0:
+        pytest.fail(f"attacker failed: {errors!r}")
+    report: dict[str, Any] = json.loads(out)
+    return report
 
 
 def test_half_open_connections_from_another_user_change_no_verdict(open_workdir: Path) -> None:
@@ -191,7 +195,7 @@ def test_a_standalone_provider_answers_health_under_half_open_connections(workdi
     assert report["opened"] > PER_CLIENT and report["closed_by_server"] > 0, report
 
 
-def _watch(proc: subprocess.Popen, seen: set) -> tuple[set[str], list[str], dict[str, int]]:
+def _watch(proc: subprocess.Popen[bytes], seen: set[tuple[int, float]]) -> tuple[set[str], list[str], dict[str, int]]:
     """While the run starts: its secrets (read, as root, from its processes' environments),
     every command line of its processes, and the modes of its private files."""
     secrets: set[str] = set()

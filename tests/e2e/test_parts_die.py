@@ -3,7 +3,9 @@ cells already judged kept (marked incomplete), nothing left behind."""
 
 import contextlib
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -15,9 +17,9 @@ pytestmark = pytest.mark.e2e
 ARGS = ["--ops", "300", "-s", "retry-only", "-s", "provider-key", "--parallel", "1"]
 
 
-def start_and_wait_for_a_cell(workdir):
+def start_and_wait_for_a_cell(workdir: Path) -> tuple[subprocess.Popen[bytes], set[tuple[int, float]]]:
     proc, _, err = start_testbed(ARGS, workdir)
-    seen: set = set()
+    seen: set[tuple[int, float]] = set()
     deadline = time.monotonic() + 90
     while "/6] " not in err.read_text():  # the stack is up and a cell has been judged
         seen |= descendants(proc.pid)
@@ -27,7 +29,7 @@ def start_and_wait_for_a_cell(workdir):
     return proc, seen | descendants(proc.pid)
 
 
-def kill_part(seen, marker: str) -> int:
+def kill_part(seen: set[tuple[int, float]], marker: str) -> int:
     """The process of the run whose command line has `marker` and whose parent's has not:
     a process forked without exec (the zygote's workers) keeps its parent's command line."""
     matching = {}
@@ -54,7 +56,7 @@ def kill_part(seen, marker: str) -> int:
         ("-m workers.zygote", "the workers' zygote"),
     ],
 )
-def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir, marker, named):
+def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir: Path, marker: str, named: str) -> None:
     proc, seen = start_and_wait_for_a_cell(workdir)
     pid = kill_part(seen, marker)
     ran = finish(proc, workdir, timeout=60, seen=seen)
@@ -62,14 +64,14 @@ def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir, marker, named
     last = ran.stderr.strip().splitlines()[-1]
     assert last.startswith("testbed: error: ") and "Traceback" not in ran.stderr
     assert f"{named} (pid {pid}) died during the run (killed by SIGKILL)" in last
-    results = ran.results
+    results = ran.json
     assert results["incomplete"] is True and named in results["failure"]
     assert len(results["rows"]) >= 1 and all(r["verdict"] == "pass" for r in results["rows"])
     assert len(results["rows"]) + len(results["notRun"]) == 6
     assert_left_nothing(ran)
 
 
-def test_a_killed_testbed_takes_its_children_and_its_temp_dir_goes_with_the_next_run(workdir):
+def test_a_killed_testbed_takes_its_children_and_its_temp_dir_goes_with_the_next_run(workdir: Path) -> None:
     proc, seen = start_and_wait_for_a_cell(workdir)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

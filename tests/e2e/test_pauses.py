@@ -36,7 +36,9 @@ def _redis(p: psutil.Process) -> bool:
 
 def _worker(p: psutil.Process) -> bool:
     # A worker, not its work-horse (the zygote forks workers; a worker forks horses).
-    return p.name().startswith("rq-worker") and not p.parent().name().startswith("rq-worker")
+    parent = p.parent()
+    assert parent is not None, p  # a child of the run: its parent is the zygote or a worker
+    return p.name().startswith("rq-worker") and not parent.name().startswith("rq-worker")
 
 
 def _part(root: int, which: Callable[[psutil.Process], bool]) -> psutil.Process:
@@ -55,7 +57,7 @@ def _part(root: int, which: Callable[[psutil.Process], bool]) -> psutil.Process:
 @pytest.mark.parametrize("which", [_provider, _redis, _worker], ids=["provider", "redis", "worker"])
 def test_a_part_paused_for_10_s_changes_no_cell(which: Callable[[psutil.Process], bool], tmp_path: Path) -> None:
     proc, _, _ = start_testbed(CELLS, tmp_path)
-    seen: set = set()
+    seen: set[tuple[int, float]] = set()
     try:
         part = _part(proc.pid, which)
         time.sleep(0.5)  # the stack is up, or nearly: a pause at its start must change nothing either

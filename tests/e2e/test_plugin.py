@@ -49,7 +49,7 @@ def _plugin_args() -> list[str]:
     return [] if any(p.value == "testbed.plugin" for p in points) else ["-p", "testbed.plugin"]
 
 
-def test_a_users_test_of_their_own_job(tmp_path):
+def test_a_users_test_of_their_own_job(tmp_path: Path) -> None:
     (tmp_path / "myjob.py").write_text(JOB)
     (tmp_path / "test_myjob.py").write_text(TESTS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+
+from testbed.judge.scorecard import Row
+from testbed.plugin import Lab
 
 celery = pytest.importorskip("celery")
 
@@ -21,22 +25,23 @@ HERE = __name__
 app = celery.Celery("users-app", set_as_current=False)
 
 
-def post(op_id: str, payload: dict) -> str:
+def post(op_id: str, payload: dict[str, Any]) -> str:
     response = requests.post(f"{os.environ['TESTBED_PROVIDER_URL']}/api/messages", json=payload, timeout=2)
     response.raise_for_status()
-    return response.json()["id"]
+    receipt: str = response.json()["id"]
+    return receipt
 
 
-@app.task(acks_late=True, reject_on_worker_lost=True)
-def send(op_id: str, payload: dict) -> str:
+@app.task(acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]  # Celery ships no types
+def send(op_id: str, payload: dict[str, Any]) -> str:
     return post(op_id, payload)
 
 
-def counts(row) -> tuple[int, int, int, int]:
+def counts(row: Row) -> tuple[int, int, int, int]:
     return row.counts.effects, row.counts.duplicate_effects, row.counts.missing_operations, row.counts.jobs_failed
 
 
-def test_a_task_of_the_users_app_requeued_when_lost_sends_again(lab):
+def test_a_task_of_the_users_app_requeued_when_lost_sends_again(lab: Lab) -> None:
     rows = lab.run(f"{HERE}:send", celery_app=f"{HERE}:app", boundaries=["after-effect"], ops=10, every=5, paths=[ROOT])
     row = rows.row("after-effect")
     assert row.cell.delivery == "app"
@@ -46,7 +51,7 @@ def test_a_task_of_the_users_app_requeued_when_lost_sends_again(lab):
         rows.assert_exactly_once()
 
 
-def test_a_function_on_the_labs_celery_under_each_setting(lab):
+def test_a_function_on_the_labs_celery_under_each_setting(lab: Lab) -> None:
     rows = lab.run(
         f"{HERE}:post",
         engine="celery",

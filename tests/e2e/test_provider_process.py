@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -31,9 +32,15 @@ pytestmark = pytest.mark.e2e
 NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
 BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hello"}
 
+# The provider's process, its port and its log's path.
+ProviderRunning = tuple[subprocess.Popen[bytes], int, Path]
+
+# A client of the provider, and its log's path.
+Provider = tuple[httpx.Client, Path]
+
 
 @pytest.fixture(scope="module")
-def provider_process(tmp_path_factory):
+def provider_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProviderRunning]:
     db = tmp_path_factory.mktemp("provider") / "log.sqlite3"
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "testbed", "provider", "--port", str(port), "--db", str(db)])
@@ -43,7 +50,7 @@ def provider_process(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def provider(provider_process):
+def provider(provider_process: ProviderRunning) -> Iterator[Provider]:
     _, port, db = provider_process
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=5)
     for _ in range(200):
@@ -56,12 +63,12 @@ def provider(provider_process):
     client.close()
 
 
-def ledger(client, name, **contract):
+def ledger(client: httpx.Client, name: str, **contract: object) -> str:
     assert client.put(f"/ledgers/{name}", json=contract).status_code == 200
     return f"/ledgers/{name}/effects"
 
 
-def test_replay_conflict_and_keyless_duplicates(provider):
+def test_replay_conflict_and_keyless_duplicates(provider: Provider) -> None:
     client, db = provider
     path = ledger(client, "contract")
     first = client.post(path, json=BODY, headers={"Idempotency-Key": "k1"})
@@ -78,13 +85,13 @@ def test_replay_conflict_and_keyless_duplicates(provider):
     assert records["op-2"].effects == 2  # no key, no contract
 
 
-def test_concurrent_requests_with_one_key_make_one_effect(provider):
+def test_concurrent_requests_with_one_key_make_one_effect(provider: Provider) -> None:
     client, db = provider
     path = ledger(client, "race")
     barrier = threading.Barrier(20)
     statuses = []
 
-    def send():
+    def send() -> None:
         barrier.wait()
         statuses.append(client.post(path, json=BODY, headers={"Idempotency-Key": "same"}).status_code)
 
@@ -97,7 +104,7 @@ def test_concurrent_requests_with_one_key_make_one_effect(provider):
     assert set(statuses) <= {201, 409}
 
 
-def test_stored_error_is_replayed(provider):
+def test_stored_error_is_replayed(provider: Provider) -> None:
     client, db = provider
     path = ledger(client, "declines", decline_domain="declined.example")
     body = {**BODY, "recipient": "u@declined.example"}
@@ -108,7 +115,7 @@ def test_stored_error_is_replayed(provider):
     assert LogReader(db).records("declines", ["op-1"])["op-1"].declined == 1
 
 
-def test_reads_separate_absent_withdrawn_and_lagging(provider):
+def test_reads_separate_absent_withdrawn_and_lagging(provider: Provider) -> None:
     client, _ = provider
     path = ledger(client, "reads")
     assert client.get(f"{path}/op-1").status_code == 404
@@ -126,7 +133,7 @@ def test_reads_separate_absent_withdrawn_and_lagging(provider):
     assert client.get(f"{lagging}/op-1").status_code == 501
 
 
-def test_key_expiry_follows_the_ledger_clock(provider):
+def test_key_expiry_follows_the_ledger_clock(provider: Provider) -> None:
     client, db = provider
     path = ledger(client, "expiry", retention_seconds=60)
     client.post(path, json=BODY, headers={"Idempotency-Key": "e"})
@@ -135,20 +142,20 @@ def test_key_expiry_follows_the_ledger_clock(provider):
     assert LogReader(db).records("expiry", ["op-1"])["op-1"].effects == 2
 
 
-def test_bad_requests(provider):
+def test_bad_requests(provider: Provider) -> None:
     client, _ = provider
     path = ledger(client, "bad")
     assert client.post(path, json={"reference": "op-1"}).status_code == 400
     assert client.post("/ledgers/nowhere/effects", json=BODY).status_code == 404
 
 
-def test_a_send_is_answered_alike_whatever_its_json_content_type(provider):
+def test_a_send_is_answered_alike_whatever_its_json_content_type(provider: Provider) -> None:
     """A JSON content type with a charset is a JSON content type: the same status, headers
     and body, for a send, its replay and a reuse of its key with another payload."""
     client, _ = provider
     path = ledger(client, "alike")
 
-    def exchange(content_type: str, n: int) -> list[tuple[int, dict[str, str], dict]]:
+    def exchange(content_type: str, n: int) -> list[tuple[int, dict[str, str], dict[str, Any]]]:
         body = {**BODY, "reference": f"alike-{n}"}
         answers = []
         for sent in (body, body, {**body, "message": "another"}):
@@ -165,18 +172,20 @@ def test_a_send_is_answered_alike_whatever_its_json_content_type(provider):
     assert fast == routed
 
 
-def test_the_provider_runs_on_uvloop(provider_process, provider):
+def test_the_provider_runs_on_uvloop(provider_process: ProviderRunning, provider: Provider) -> None:
     """uvloop is a dependency for the provider's CPU per request: a lost dependency shows here."""
     maps = psutil.Process(provider_process[0].pid).memory_maps()
     assert any("uvloop" in m.path for m in maps), "the provider's event loop is asyncio's"
 
 
 @contextlib.contextmanager
-def a_runs_provider(workdir: Path, redis_url: str, ledger: str) -> Iterator[tuple[ProviderProcess, subprocess.Popen]]:
+def a_runs_provider(
+    workdir: Path, redis_url: str, ledger: str
+) -> Iterator[tuple[ProviderProcess, subprocess.Popen[bytes]]]:
     """A provider as a run starts it, with one ledger: the test stops its process, as a run does."""
     process = ProviderProcess(workdir, redis_url, f"testbed:{ledger}")
     process.launch()
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         process.wait_ready()
         procs = process.release()
@@ -189,7 +198,7 @@ def a_runs_provider(workdir: Path, redis_url: str, ledger: str) -> Iterator[tupl
 
 
 def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_providers_shutdown(
-    private_redis_url: str, tmp_path
+    private_redis_url: str, tmp_path: Path
 ) -> None:
     """At a run's end a held request may wait for a release that will never come: the
     provider's SIGTERM must stop it anyway, within its graceful second, and not
@@ -204,7 +213,7 @@ def test_a_request_held_for_a_controller_that_is_gone_does_not_hold_the_provider
     assert proc.returncode in (0, -15)  # not -SIGKILL: it stopped by itself
 
 
-def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm(private_redis_url: str, workdir) -> None:
+def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm(private_redis_url: str, workdir: Path) -> None:
     """A run's provider stopped between requests does not wait for anything: it closes
     its store and dies by the SIGTERM, with an idle keep-alive connection open.
     What it applied is in its log."""
@@ -217,7 +226,7 @@ def test_a_runs_provider_with_nothing_in_progress_ends_at_its_sigterm(private_re
     assert LogReader(process.db).records("idle", ["op-1"])["op-1"].effects == 1
 
 
-def test_a_crashed_runs_provider_refuses_no_connection_while_it_restarts(private_redis_url: str, workdir) -> None:
+def test_a_crashed_runs_provider_refuses_no_connection_while_it_restarts(private_redis_url: str, workdir: Path) -> None:
     """The lab holds the provider's listening sockets across a crash: a request made
     while the provider is dead waits for the next one and is answered; only the
     requests the dead one held could fail (a crash is a fault for them alone)."""
@@ -264,7 +273,9 @@ def test_a_crashed_runs_provider_refuses_no_connection_while_it_restarts(private
         stop_all(process.release())
 
 
-def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(private_redis_url: str, workdir) -> None:
+def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(
+    private_redis_url: str, workdir: Path
+) -> None:
     """Between the planned crash's report and the kill, the provider accepts no new
     connection: another op's request waits in the backlog the lab holds and is answered
     by the restarted provider, instead of being turned away (a fault nobody planned)."""
@@ -310,7 +321,7 @@ def _held(http: httpx.Client, redis_url: str, ledger: str, boundary: Boundary, f
     return sending
 
 
-def _send_quietly(http: httpx.Client, path: str, request: dict) -> None:
+def _send_quietly(http: httpx.Client, path: str, request: dict[str, Any]) -> None:
     """A request whose answer the test does not need (the server goes away under it)."""
     with contextlib.suppress(httpx.TransportError):
         http.post(path, **request)

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,7 +43,7 @@ expected-statuses = ["2xx", "401", "402", "404", "409", "410", "422", "501"]
 
 
 @pytest.fixture(scope="module")
-def provider(tmp_path_factory: pytest.TempPathFactory):
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
     running = Standalone(tmp_path_factory.mktemp("provider") / "log.sqlite3").start()
     yield running
     assert running.stop() in (0, -15)  # ends by its SIGTERM (provider.server)

@@ -1,19 +1,21 @@
 """Killed jobs coming back, the planner re-running ops, and strategies under load with many workers."""
 
+from pathlib import Path
+
 import pytest
 
-from tests.support.helpers import assert_left_nothing, finish, run_testbed
+from tests.support.helpers import BackgroundRuns, Ran, assert_left_nothing, finish, run_testbed
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def worker_kills(tmp_path_factory):
+def worker_kills(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     args = ["--fault", "kill-worker", "-s", "provider-key", "-s", "retry-only", "-b", "after-effect", "--ops", "20"]
     return run_testbed(args, tmp_path_factory.mktemp("kill-worker"))
 
 
-def test_killed_workers_jobs_replay_in_a_new_worker_process(worker_kills):
+def test_killed_workers_jobs_replay_in_a_new_worker_process(worker_kills: Ran) -> None:
     assert worker_kills.code == 0, worker_kills.stdout + worker_kills.stderr
     row = worker_kills.row("provider-key", "after-effect")
     assert (row["fault"], row["kills"], row["replays"], row["effects"], row["duplicateEffects"]) == (
@@ -38,23 +40,23 @@ def test_killed_workers_jobs_replay_in_a_new_worker_process(worker_kills):
     assert_left_nothing(worker_kills)
 
 
-def test_replay_prints_each_killed_ops_timeline(workdir):
+def test_replay_prints_each_killed_ops_timeline(workdir: Path) -> None:
     ran = run_testbed(["--ops", "10", "--every", "5", "--fault", "kill"], workdir, command="replay")
     assert ran.code == 0, ran.stdout + ran.stderr
     assert "tenant-demo:notification:5  (replayed" in ran.stdout
     assert "killed at after-effect: work-horse of" in ran.stdout
     assert "attempt 2 started by" in ran.stdout
     assert "kill-to-replay latency min / median / p99 / max" in ran.stdout
-    assert ran.results["rows"][0]["history"]
+    assert ran.json["rows"][0]["history"]
 
 
 @pytest.fixture(scope="module")
-def duplicates(tmp_path_factory):
+def duplicates(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     args = ["--scenario", "duplicate-enqueue", "-s", "provider-key", "-s", "retry-only", "--ops", "20"]
     return run_testbed([*args, "--workers", "3"], tmp_path_factory.mktemp("duplicates"))
 
 
-def test_duplicate_enqueue_one_effect_with_a_key_two_without(duplicates):
+def test_duplicate_enqueue_one_effect_with_a_key_two_without(duplicates: Ran) -> None:
     assert duplicates.code == 0, duplicates.stdout + duplicates.stderr
     keyed = duplicates.row("provider-key", "before-effect")
     assert (keyed["effects"], keyed["duplicateEffects"], keyed["missingOperations"]) == (20, 0, 0)
@@ -67,18 +69,18 @@ def test_duplicate_enqueue_one_effect_with_a_key_two_without(duplicates):
     assert (keyless["effects"], keyless["duplicateEffects"]) == (22, 2)
 
 
-def test_remint_duplicates_even_with_a_key(workdir):
+def test_remint_duplicates_even_with_a_key(workdir: Path) -> None:
     ran = run_testbed(["--scenario", "remint", "-s", "provider-key", "-b", "after-effect", "--ops", "20"], workdir)
     assert ran.code == 0, ran.stdout + ran.stderr
     row = ran.row("provider-key", "after-effect")
     assert (row["intended"], row["effects"], row["duplicateEffects"]) == (20, 22, 2)
 
 
-def test_load_with_seeded_kills_keeps_each_strategys_promises(workdir):
+def test_load_with_seeded_kills_keeps_each_strategys_promises(workdir: Path) -> None:
     args = ["--ops", "150", "--workers", "3", "--kill-rate", "0.2", "--seed", "7"]
     ran = run_testbed([*args, "-s", "provider-key", "-s", "record-before", "-s", "retry-only"], workdir, command="load")
     assert ran.code == 0, ran.stdout + ran.stderr
-    rows = {r["strategy"]: r for r in ran.results["rows"]}
+    rows = {r["strategy"]: r for r in ran.json["rows"]}
     assert all(r["verdict"] == "pass" and r["kills"] > 20 for r in rows.values())
     assert (rows["provider-key"]["duplicateEffects"], rows["provider-key"]["missingOperations"]) == (0, 0)
     assert rows["record-before"]["duplicateEffects"] == 0 and rows["record-before"]["missingOperations"] > 0
@@ -86,7 +88,7 @@ def test_load_with_seeded_kills_keeps_each_strategys_promises(workdir):
     assert "duplicateEffects = 0" in rows["provider-key"]["invariants"]
     # The same seed arms the same attempts for every strategy.
     assert len({r["kills"] for r in rows.values()}) == 1
-    assert ran.results["options"]["peakRssMb"] > 0
+    assert ran.json["options"]["peakRssMb"] > 0
     assert_left_nothing(ran)
 
 
@@ -95,13 +97,13 @@ RQ_TUNED = ["--worker-ttl", "20", "--maintenance-interval", "5", "--job-monitori
 
 @pytest.mark.slow
 @pytest.mark.background("rq-recovery", "replay", "--ops", "5", "--every", "5", "--recovery", "rq", *RQ_TUNED)
-def test_rq_recovers_an_abandoned_job_only_after_its_entry_expires(background_runs):
+def test_rq_recovers_an_abandoned_job_only_after_its_entry_expires(background_runs: BackgroundRuns) -> None:
     """Left to RQ (tuned), a dead worker's job comes back through RQ's own cleanup,
     after the started-registry entry expires: job-monitoring interval + 60 s.
     The run starts with the session: most of it is that wait."""
     ran = finish(*background_runs["rq-recovery"], timeout=240)
     assert ran.code == 0, ran.stdout + ran.stderr
-    row = ran.results["rows"][0]
+    row = ran.json["rows"][0]
     assert (row["kills"], row["replays"], row["jobsFailed"], row["effects"]) == (1, 1, 0, 5)
     # The entry expires 65 s after the work-horse's last heartbeat, at its start, which
     # comes a little before its kill: the replay follows the kill by a little under 65 s

@@ -5,13 +5,14 @@ are in the DOM the browser built."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testbed.report.latency import recovery_mode
 from tests.support.browser import BROWSER, NO_BROWSER, PNG, open_in_browser, screenshot
 from tests.support.dom import Node, parse
-from tests.support.helpers import Ran, assert_left_nothing, run_testbed
+from tests.support.helpers import Ran, RanIn, assert_left_nothing, run_testbed
 from tests.support.report_page import assert_cell_timeline, faulted_ops, label_of
 
 # Checked before any run starts: without a browser there is nothing to look at.
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(BROWSER is None, reason=NO_BRO
 
 def render_and_open(ran: Ran, workdir: Path) -> tuple[Node, Path]:
     assert ran.results is not None, ran.stderr
-    run = (workdir / "runs" / ran.results["run"]).resolve()
+    run = (workdir / "runs" / ran.json["run"]).resolve()
     made = run_testbed([str(run)], workdir, timeout=60, command="report")
     assert made.code == 0 and made.stdout == f"{run / 'report.html'}\n", made.stdout + made.stderr
     page = run / "report.html"
@@ -30,7 +31,7 @@ def render_and_open(ran: Ran, workdir: Path) -> tuple[Node, Path]:
     return dom, shot
 
 
-def assert_everything_shown(dom: Node, results: dict) -> None:
+def assert_everything_shown(dom: Node, results: dict[str, Any]) -> None:
     rows = results["rows"]
     assert dom.one("span", id="run-verdict").all_text() == results["verdict"]
     # every cell in a heatmap, with its counts and verdict
@@ -71,14 +72,14 @@ def assert_everything_shown(dom: Node, results: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def kill_run(tmp_path_factory):
+def kill_run(tmp_path_factory: pytest.TempPathFactory) -> RanIn:
     workdir = tmp_path_factory.mktemp("report-kill")
     args = ["--ops", "20", "-s", "retry-only", "-s", "provider-key", "-b", "after-effect", "-b", "none"]
     return run_testbed(args, workdir), workdir
 
 
 @pytest.fixture(scope="module")
-def worker_kill_run(tmp_path_factory):
+def worker_kill_run(tmp_path_factory: pytest.TempPathFactory) -> RanIn:
     """Worker kills, and an expectation the run will not meet, so the page has a failing cell to show."""
     workdir = tmp_path_factory.mktemp("report-kill-worker")
     args = ["--ops", "10", "--every", "5", "-s", "provider-key", "-b", "after-effect", "--fault", "kill-worker"]
@@ -86,12 +87,12 @@ def worker_kill_run(tmp_path_factory):
     return run_testbed(args, workdir), workdir
 
 
-def test_report_of_a_kill_run_shows_every_cell_timeline_and_plot(kill_run):
+def test_report_of_a_kill_run_shows_every_cell_timeline_and_plot(kill_run: RanIn) -> None:
     ran, workdir = kill_run
     assert ran.code == 0, ran.stdout + ran.stderr
     assert_left_nothing(ran)
     dom, _ = render_and_open(ran, workdir)
-    assert_everything_shown(dom, ran.results)
+    assert_everything_shown(dom, ran.json)
     # 20 ops, every 10th faulted, two faulted cells: two timelines of two rows each
     figures = {f.attrs["data-cell"]: f for f in dom.find_all("figure", "cell-timeline")}
     assert {label: len(f.find_all("g", "op-row")) for label, f in figures.items()} == {
@@ -107,12 +108,12 @@ def test_report_of_a_kill_run_shows_every_cell_timeline_and_plot(kill_run):
     assert not dom.find_all("div", "failure")
 
 
-def test_report_of_a_worker_kill_run_shows_recovery_and_the_failing_cell(worker_kill_run):
+def test_report_of_a_worker_kill_run_shows_recovery_and_the_failing_cell(worker_kill_run: RanIn) -> None:
     ran, workdir = worker_kill_run
     assert ran.code == 1, ran.stdout + ran.stderr  # the cell differs from the expectation given
     assert_left_nothing(ran)
     dom, _ = render_and_open(ran, workdir)
-    assert_everything_shown(dom, ran.results)
+    assert_everything_shown(dom, ran.json)
     (plot,) = dom.find_all("figure", "latency-plot")
     assert plot.attrs["data-mode"] == "kill-worker, forced recovery"
     (figure,) = dom.find_all("figure", "cell-timeline")

@@ -12,8 +12,8 @@ import pytest
 from testbed.report import findings
 from testbed.store import results as stored
 from tests.support.browser import BROWSER, NO_BROWSER, open_in_browser
-from tests.support.dom import parse
-from tests.support.helpers import run_testbed
+from tests.support.dom import Node, parse
+from tests.support.helpers import Ran, RanIn, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ HANDLER = "examples.naive:send"
 
 
 @pytest.fixture(scope="module")
-def handler_run(tmp_path_factory):
+def handler_run(tmp_path_factory: pytest.TempPathFactory) -> RanIn:
     """A user's job that duplicates after the effect, stored, with its report and JUnit."""
     workdir = tmp_path_factory.mktemp("findings-handler")
     args = ["--handler", HANDLER, "-b", "none", "-b", "after-effect", "--ops", "20", "--every", "5"]
@@ -31,7 +31,7 @@ def handler_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def withdrawn_run(tmp_path_factory):
+def withdrawn_run(tmp_path_factory: pytest.TempPathFactory) -> RanIn:
     """reconcile holds an op unresolved when its effect is withdrawn: a passing cell that names ops."""
     workdir = tmp_path_factory.mktemp("findings-withdrawn")
     args = ["--scenario", "withdrawn", "-s", "reconcile", "-b", "after-effect", "--ops", "20", "--every", "5"]
@@ -40,29 +40,29 @@ def withdrawn_run(tmp_path_factory):
     return ran, workdir
 
 
-def _page(ran, workdir: Path):
-    run_dir = workdir / "runs" / ran.results["run"]
+def _page(ran: Ran, workdir: Path) -> Node:
+    run_dir = workdir / "runs" / ran.json["run"]
     return parse(open_in_browser(run_dir / "report.html", workdir / "profile", "--dump-dom"))
 
 
-def _duplicated(ran) -> list[str]:
-    (row,) = [r for r in ran.results["rows"] if r["boundary"] == "after-effect"]
+def _duplicated(ran: Ran) -> list[str]:
+    (row,) = [r for r in ran.json["rows"] if r["boundary"] == "after-effect"]
     ops = [op["op"] for op in row["promise"]["ops"] if op["breach"] == "duplicated"]
     assert len(ops) == 4  # every 5th of 20 ops was killed after its effect
     return ops
 
 
-def test_check_report_and_compare_leave_a_stored_run_unchanged(handler_run, withdrawn_run):
+def test_check_report_and_compare_leave_a_stored_run_unchanged(handler_run: RanIn, withdrawn_run: RanIn) -> None:
     """First of the module: no command has opened these stored runs yet."""
     (ran, workdir), (other, other_dir) = handler_run, withdrawn_run
-    run_dir = workdir / "runs" / ran.results["run"]
+    run_dir = workdir / "runs" / ran.json["run"]
 
     def sums() -> dict[str, str]:
         return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
     before = sums()
     run_testbed([str(run_dir)], workdir, command="check")
-    run_testbed([str(run_dir), str(other_dir / "runs" / other.results["run"])], workdir, command="compare")
+    run_testbed([str(run_dir), str(other_dir / "runs" / other.json["run"])], workdir, command="compare")
     report = run_testbed([str(run_dir)], workdir, command="report")
     assert report.code == 0
     after = sums()
@@ -70,7 +70,7 @@ def test_check_report_and_compare_leave_a_stored_run_unchanged(handler_run, with
 
 
 @pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
-def test_the_report_names_every_duplicated_op_and_says_which_handler_duplicates(handler_run):
+def test_the_report_names_every_duplicated_op_and_says_which_handler_duplicates(handler_run: RanIn) -> None:
     ran, workdir = handler_run
     dom = _page(ran, workdir)
     summary = [li.all_text() for li in dom.one("ul", "summary").find_all("li")]
@@ -81,9 +81,9 @@ def test_the_report_names_every_duplicated_op_and_says_which_handler_duplicates(
 
 
 @pytest.mark.skipif(BROWSER is None, reason=NO_BROWSER)
-def test_the_report_names_the_unresolved_ops_of_a_passing_cell(withdrawn_run):
+def test_the_report_names_the_unresolved_ops_of_a_passing_cell(withdrawn_run: RanIn) -> None:
     ran, workdir = withdrawn_run
-    (row,) = [r for r in ran.results["rows"] if r["boundary"] == "after-effect"]
+    (row,) = [r for r in ran.json["rows"] if r["boundary"] == "after-effect"]
     held = [h["op"] for h in row["held"]]
     assert row["verdict"] == "pass" and held and row["unresolved"] == len(held)
     dom = _page(ran, workdir)
@@ -93,16 +93,16 @@ def test_the_report_names_the_unresolved_ops_of_a_passing_cell(withdrawn_run):
     assert named == held
 
 
-def test_the_terminal_check_and_junit_say_the_same_words(handler_run, withdrawn_run):
+def test_the_terminal_check_and_junit_say_the_same_words(handler_run: RanIn, withdrawn_run: RanIn) -> None:
     for ran, workdir in (handler_run, withdrawn_run):
-        run_dir = workdir / "runs" / ran.results["run"]
-        words = findings.words(stored.parse(ran.results).rows)
+        run_dir = workdir / "runs" / ran.json["run"]
+        words = findings.words(stored.parse(ran.json).rows)
         assert words in ran.stdout
         checked = run_testbed([str(run_dir)], workdir, command="check")
         assert words in checked.stdout
         assert "(not reached)" not in checked.stdout  # every armed fault was hit and killed
         cases = ET.parse(workdir / "junit.xml").getroot().iter("testcase")
         said = "\n".join((case.findtext("system-out") or "") + (case.findtext("failure") or "") for case in cases)
-        for row in stored.parse(ran.results).rows:
+        for row in stored.parse(ran.json).rows:
             for op in findings.cell_findings(row).ops:
                 assert op.text in said, op.text

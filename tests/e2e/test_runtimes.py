@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.plugin import Lab, started_lab
+from testbed.judge.scorecard import Row
+from testbed.plugin import Lab, Rows, started_lab
 from tests.support.postgres import private_postgres
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +29,7 @@ def lab() -> Iterator[Lab]:
 
 
 @pytest.fixture
-def stores(tmp_path) -> dict[str, str]:
+def stores(tmp_path: Path) -> dict[str, str]:
     """The runtimes' own databases, private to the test."""
     return {
         "LANGGRAPH_DB": str(tmp_path / "checkpoints.sqlite3"),
@@ -36,11 +37,11 @@ def stores(tmp_path) -> dict[str, str]:
     }
 
 
-def counts(row) -> tuple[int, int, int, int]:
+def counts(row: Row) -> tuple[int, int, int, int]:
     return row.counts.effects, row.counts.duplicate_effects, row.counts.missing_operations, row.counts.jobs_failed
 
 
-def test_a_checkpointed_tool_node_runs_again_after_the_effect_unless_keyed(lab, stores):
+def test_a_checkpointed_tool_node_runs_again_after_the_effect_unless_keyed(lab: Lab, stores: dict[str, str]) -> None:
     rows = lab.run(
         [f"{AGENT}:send_sync", f"{AGENT}:send_keyed_sync"],
         boundaries=["before-request", "after-effect"],
@@ -56,7 +57,7 @@ def test_a_checkpointed_tool_node_runs_again_after_the_effect_unless_keyed(lab, 
     assert_the_naive_alone_duplicates(rows, naive, keyed, ops=10)
 
 
-def test_the_default_durability_leaves_the_snapshot_behind_the_tool_node(lab, stores):
+def test_the_default_durability_leaves_the_snapshot_behind_the_tool_node(lab: Lab, stores: dict[str, str]) -> None:
     """Under the default ("async") durability the checkpoint before the tool node may not be
     written when the node is killed: the snapshot then shows no nodes left. A retry that trusts
     it gives up on the op; one that resumes any checkpointed thread runs the tool."""
@@ -74,13 +75,13 @@ def test_the_default_durability_leaves_the_snapshot_behind_the_tool_node(lab, st
     assert counts(rows.row("before-request", handler=f"{AGENT}:send_resumed")) == (10, 0, 0, 0)
 
 
-def dbos_rows(lab: Lab, env: dict[str, str], boundaries: list[str]):
+def dbos_rows(lab: Lab, env: dict[str, str], boundaries: list[str]) -> Rows:
     return lab.run(
         [f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed"], boundaries=boundaries, ops=6, every=3, env=env, paths=[ROOT]
     )
 
 
-def assert_the_naive_alone_duplicates(rows, naive: str, keyed: str, ops: int) -> None:
+def assert_the_naive_alone_duplicates(rows: Rows, naive: str, keyed: str, ops: int) -> None:
     """Both killed ops after the effect sent again by the naive handler, none by the keyed one."""
     assert counts(rows.row("after-effect", handler=naive)) == (ops + 2, 2, 0, 0)
     assert counts(rows.row("after-effect", handler=keyed)) == (ops, 0, 0, 0)
@@ -90,26 +91,28 @@ def assert_the_naive_alone_duplicates(rows, naive: str, keyed: str, ops: int) ->
     assert f"{keyed} @" not in str(failed.value)
 
 
-def assert_the_naive_step_alone_duplicates(rows) -> None:
+def assert_the_naive_step_alone_duplicates(rows: Rows) -> None:
     """A step whose call took effect but which never returned has no recorded output: recovery
     runs it again. The key derived from the workflow and the step is the same on every run."""
     assert_the_naive_alone_duplicates(rows, f"{WORKFLOW}:send", f"{WORKFLOW}:send_keyed", ops=6)
 
 
-def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab, stores):
+def test_a_dbos_step_runs_again_after_the_effect_unless_keyed(lab: Lab, stores: dict[str, str]) -> None:
     rows = dbos_rows(lab, stores, ["before-request", "after-effect"])
     # The retry recovers the pending workflow: a step killed before its call runs once.
     assert counts(rows.row("before-request", handler=f"{WORKFLOW}:send")) == (6, 0, 0, 0)
     assert_the_naive_step_alone_duplicates(rows)
 
 
-def test_dbos_on_postgresql_the_same(lab):
+def test_dbos_on_postgresql_the_same(lab: Lab) -> None:
     with private_postgres() as url:
         rows = dbos_rows(lab, {"DBOS_SYSTEM_DATABASE_URL": url}, ["after-effect"])
     assert_the_naive_step_alone_duplicates(rows)
 
 
-def test_a_dbos_step_that_raises_ends_its_workflow_for_good_unless_dbos_retries_it(lab, stores):
+def test_a_dbos_step_that_raises_ends_its_workflow_for_good_unless_dbos_retries_it(
+    lab: Lab, stores: dict[str, str]
+) -> None:
     """The call timed out before the effect: the step raises, DBOS records the workflow's error,
     and the queue's retry gets that error back, key or no key: the op is lost. Retried by DBOS
     inside the workflow, the step sends again with the same key."""

@@ -9,8 +9,9 @@ import random
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -25,12 +26,13 @@ SMALL = ["--ops", "10", "-s", "retry-only", "-b", "none", "-b", "after-effect"]
 
 
 @pytest.fixture(scope="module")
-def stored(tmp_path_factory) -> Path:
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small stored run (two cells), as a run on its own provider keeps it."""
     workdir = tmp_path_factory.mktemp("stored")
     ran = run_testbed(SMALL, workdir)
     assert ran.code == 0, ran.stderr
-    return workdir / "runs" / ran.results["run"]
+    run: str = ran.json["run"]
+    return workdir / "runs" / run
 
 
 def as_remote(run: Path) -> None:
@@ -58,12 +60,18 @@ def copied(stored: Path, to: Path, remote: bool = False) -> Path:
     return copy
 
 
+class Command(Protocol):
+    """A stored-run command, run in this process: its exit code (SystemExit's), stdout, stderr."""
+
+    def __call__(self, *args: str) -> tuple[int | str | None, str, str]: ...
+
+
 @pytest.fixture
-def command(capsys):
+def command(capsys: pytest.CaptureFixture[str]) -> Iterator[Command]:
     """A stored-run command as `testbed` runs it, in this process: its exit code, stdout, stderr."""
     sigterm = signal.getsignal(signal.SIGTERM)
 
-    def run(*args: str) -> tuple[int, str, str]:
+    def run(*args: str) -> tuple[int | str | None, str, str]:
         with pytest.raises(SystemExit) as exited:
             app.main(list(args))
         said = capsys.readouterr()
@@ -112,14 +120,16 @@ CASES += [
 ]
 
 
-def test_a_remote_style_copy_checks_as_the_run(stored, tmp_path, command):
+def test_a_remote_style_copy_checks_as_the_run(stored: Path, tmp_path: Path, command: Command) -> None:
     """What the damage tests below start from, whole: the same verdict as the run's."""
     code, out, err = command("check", str(copied(stored, tmp_path, remote=True)))
     assert code == 0 and err == "" and "2/2 cells as expected" in out
 
 
 @pytest.mark.parametrize(("name", "damage"), CASES)
-def test_a_damaged_file_is_named_in_one_line_by_check_report_and_compare(stored, tmp_path, command, name, damage):
+def test_a_damaged_file_is_named_in_one_line_by_check_report_and_compare(
+    stored: Path, tmp_path: Path, command: Command, name: str, damage: Callable[[Path], None]
+) -> None:
     run = copied(stored, tmp_path, remote=name == "provider-records.jsonl")
     damage(run / name)
     for args in (["check", str(run)], ["report", str(run)], ["compare", str(stored), str(run)]):
@@ -134,7 +144,7 @@ def checksums(run: Path) -> dict[str, str]:
     return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
 
 
-def test_check_report_and_compare_leave_a_stored_run_as_it_was(stored, tmp_path, command):
+def test_check_report_and_compare_leave_a_stored_run_as_it_was(stored: Path, tmp_path: Path, command: Command) -> None:
     """Byte for byte, and nothing beside its provider log (no -wal, no -shm): report adds its page only."""
     run = copied(stored, tmp_path)
     before = checksums(run)
@@ -145,13 +155,13 @@ def test_check_report_and_compare_leave_a_stored_run_as_it_was(stored, tmp_path,
     assert after.pop("report.html") and after == before
 
 
-def test_a_run_the_lab_could_not_finish_is_incomplete_never_pass(workdir):
+def test_a_run_the_lab_could_not_finish_is_incomplete_never_pass(workdir: Path) -> None:
     """Its second cell outlives the cell timeout (RQ's own recovery of a worker killed whole
     takes a minute): the run ends with exit 3, and `check` says so again, with the first cell judged."""
     args = [*SMALL, "-f", "kill-worker", "--recovery", "rq", "--cell-timeout", "3", "--parallel", "1"]
     ran = run_testbed(args, workdir)
     assert ran.code == 3, ran.stderr
-    results = ran.results
+    results = ran.json
     assert results["incomplete"] is True and results["verdict"] == "incomplete"
     assert [r["boundary"] for r in results["rows"]] == ["none"] and len(results["notRun"]) == 1
     stored = json.loads((workdir / "runs" / results["run"] / "results.json").read_text())
@@ -172,9 +182,9 @@ def test_a_run_the_lab_could_not_finish_is_incomplete_never_pass(workdir):
     assert_left_nothing(ran)
 
 
-def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplete(workdir):
+def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplete(workdir: Path) -> None:
     proc, _, err = start_testbed(["--ops", "3000", "-s", "retry-only", "-b", "none", "--parallel", "1"], workdir)
-    seen: set = set()
+    seen: set[tuple[int, float]] = set()
     deadline = time.monotonic() + 90
     while "testbed run " not in err.read_text():  # its stack is up: its run directory is there
         seen |= descendants(proc.pid)

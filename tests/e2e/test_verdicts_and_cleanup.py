@@ -5,6 +5,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,6 +15,7 @@ from labcore.procs import free_port
 from testbed.infra.redis_server import find_binary
 from tests.support.helpers import (
     Seen,
+    SharedRedis,
     assert_left_nothing,
     descendants,
     finish,
@@ -27,25 +30,25 @@ pytestmark = pytest.mark.e2e
 SMALL = ["--ops", "20", "--strategy", "retry-only", "--boundary", "after-effect"]
 
 
-def test_a_wrong_expectation_exits_1_and_names_the_cell(workdir):
+def test_a_wrong_expectation_exits_1_and_names_the_cell(workdir: Path) -> None:
     ran = run_testbed([*SMALL, "--expect", "retry-only@after-effect=20/0"], workdir)
     assert ran.code == 1, ran.stderr
     assert "DIFFERS  retry-only @ after-effect (kill): effects expected 20, observed 22" in ran.stdout
     row = ran.row("retry-only", "after-effect")
     assert row["verdict"] == "fail" and row["effects"] == 22
-    assert ran.results["verdict"] == "fail"
+    assert ran.json["verdict"] == "fail"
     assert_left_nothing(ran)
 
 
-def test_the_right_expectation_passes(workdir):
+def test_the_right_expectation_passes(workdir: Path) -> None:
     ran = run_testbed([*SMALL, "--expect", "retry-only@after-effect=22/0"], workdir)
     assert ran.code == 0, ran.stdout + ran.stderr
     assert_left_nothing(ran)
 
 
-def test_sigint_stops_everything_the_run_started(workdir):
+def test_sigint_stops_everything_the_run_started(workdir: Path) -> None:
     proc, _, err = start_testbed(["--ops", "300"], workdir)
-    seen: set = set()
+    seen: set[tuple[int, float]] = set()
     deadline = time.monotonic() + 60
     while "/12] " not in err.read_text():  # the stack is up and a cell has run
         seen |= descendants(proc.pid)
@@ -65,7 +68,7 @@ def test_sigint_stops_everything_the_run_started(workdir):
 
 
 @pytest.fixture
-def shared_redis(tmp_path):
+def shared_redis(tmp_path: Path) -> Iterator[SharedRedis]:
     """Another Redis, standing in for one the user shares with other programs."""
     port = free_port()
     argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
@@ -84,27 +87,30 @@ def shared_redis(tmp_path):
     proc.wait()
 
 
-def test_shared_redis_run_touches_only_its_own_keys(workdir, shared_redis):
+def test_shared_redis_run_touches_only_its_own_keys(workdir: Path, shared_redis: SharedRedis) -> None:
     url, client = shared_redis
     ran = run_testbed([*SMALL, "--redis-url", url, "--keep"], workdir)
     assert ran.code == 0, ran.stderr
-    run_keys = [k.decode() for k in client.keys("*") if not k.startswith((b"someone-elses:", b"rq:queue:default"))]
-    prefix = f"testbed:{ran.results['run']}:"
+    # redis-py types keys() as bytes | str; a client without decode_responses gets bytes.
+    found = client.keys("*")
+    run_keys = [k.decode() for k in found if not k.startswith((b"someone-elses:", b"rq:queue:default"))]  # type: ignore[union-attr, arg-type]
+    prefix = f"testbed:{ran.json['run']}:"
     assert run_keys, "a kept run leaves its keys for inspection"
     assert all(key.startswith(prefix) for key in run_keys), [k for k in run_keys if not k.startswith(prefix)]
     assert any(key.startswith(prefix + "rq:") for key in run_keys)  # RQ's own keys carry the prefix too
 
-    again = run_testbed(
-        [*SMALL, "--redis-url", url], workdir / "again" if (workdir / "again").mkdir() is None else None
-    )
+    (workdir / "again").mkdir()
+    again = run_testbed([*SMALL, "--redis-url", url], workdir / "again")
     assert again.code == 0, again.stderr
-    assert not client.keys(f"testbed:{again.results['run']}:*")  # removed after the run
+    assert not client.keys(f"testbed:{again.json['run']}:*")  # removed after the run
     assert client.get("someone-elses:key") == b"untouched"
     assert client.lrange("rq:queue:default", 0, -1) == [b"not ours"]
     assert_left_nothing(again)
 
 
-def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_it(workdir, tmp_path, monkeypatch):
+def test_a_private_redis_that_fails_to_start_stops_the_provider_launched_beside_it(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The provider boots while the private Redis starts (it reaches Redis only later):
     when Redis never answers, the run exits 2 naming it, and the provider is stopped too."""
     fake = tmp_path / "bin" / "redis-server"

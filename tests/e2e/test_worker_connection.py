@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from labcore.credentials import bearer
-from labcore.endpoints import unix_url
+from labcore.endpoints import unix_path, unix_url
 from labcore.procs import stop_all
 from provider.contract import Contract
 from provider.store import LogReader
@@ -32,7 +32,7 @@ BODY = {"recipient": "a@example.test", "message": "hello"}
 @pytest.fixture
 def provider(workdir: Path, private_redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderProcess]:
     process = ProviderProcess(workdir, private_redis_url, "conn-test")
-    assert client.unix_path(process.job_url) is not None, "the test needs the provider's unix socket"
+    assert unix_path(process.job_url) is not None, "the test needs the provider's unix socket"
     process.launch()
     try:
         process.wait_ready()
@@ -90,6 +90,7 @@ def test_a_work_horse_killed_mid_request_leaves_nothing_to_the_next(provider: Pr
         head = client._head(
             "POST", f"/ledgers/{LEDGER}/effects", "localhost", {"Content-Type": "application/json"}, body
         )
+        assert client._conn is not None
         client._conn.sock.sendall(head + body[:20])
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -115,6 +116,7 @@ def test_a_work_horse_that_gives_up_shuts_the_connection_for_its_worker(workdir:
     try:
         kept(base)
         old = client._conn
+        assert old is not None
         server, _ = listener.accept()  # never answers
         server.settimeout(5)
 
@@ -148,6 +150,7 @@ def test_a_connection_idle_too_long_is_not_used_again(
     base = provider.job_url
     kept(base)
     old = client._conn
+    assert old is not None
     client.horse_ended(clean=True)
     monkeypatch.setattr(client, "_IDLE_LIMIT", 0.0)
     kept(base)

@@ -25,6 +25,7 @@ def announced(client: redis.Redis) -> tuple[object, object]:
     assert client.ping()  # the connection is made, and works
     connection = client.connection_pool.get_connection()
     try:
+        assert connection.driver_info is not None
         return connection.driver_info.formatted_name, connection.driver_info.lib_version
     finally:
         client.connection_pool.release(connection)
@@ -34,8 +35,8 @@ def test_a_work_horse_s_connection_names_redis_py_without_reading_its_metadata(p
     worker = Worker([Queue("q", connection=private_redis)], connection=private_redis)
 
     def connect() -> None:
-        def unread(name: str) -> str:
-            raise AssertionError(f"the work-horse read {name}'s metadata")
+        def unread(distribution_name: str) -> str:
+            raise AssertionError(f"the work-horse read {distribution_name}'s metadata")
 
         importlib.metadata.version = unread  # the child's own copy of the module
         assert announced(worker.connection) == ("redis-py", redis.__version__)

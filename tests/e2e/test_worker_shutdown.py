@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+from redis.client import PubSubWorkerThread
 from rq import Queue
 
 from labcore.procs import stop_all
@@ -34,6 +35,7 @@ def _subscribed(redis_: redis.Redis) -> Worker:
     """A worker of the lab's class, subscribed to its channel, its pubsub thread running."""
     worker = Worker([Queue("q", connection=redis_)], connection=redis_)
     worker.subscribe()
+    assert worker.pubsub is not None
     deadline = time.monotonic() + 5
     while not worker.pubsub.subscribed:
         assert time.monotonic() < deadline, "never subscribed"
@@ -41,17 +43,27 @@ def _subscribed(redis_: redis.Redis) -> Worker:
     return worker
 
 
-def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(private_redis: redis.Redis) -> None:
+def _thread(worker: Worker) -> PubSubWorkerThread:
+    """The pubsub thread `subscribe()` started."""
+    # rq sets pubsub_thread to None in __init__ without an annotation, so mypy takes it for None for good.
+    thread: PubSubWorkerThread = worker.pubsub_thread  # type: ignore[assignment]
+    return thread
+
+
+def test_the_pubsub_thread_ends_when_the_worker_unsubscribes(
+    private_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     worker = _subscribed(private_redis)
+    assert worker.pubsub is not None
     send = worker.pubsub.unsubscribe
 
     def unsubscribe_and_let_the_answer_arrive(*channels: str) -> None:
-        send(*channels)
+        send(*channels)  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.unsubscribe unannotated
         time.sleep(0.05)  # the thread reads the answer before the worker trips its flag, if it has not yet
 
-    worker.pubsub.unsubscribe = unsubscribe_and_let_the_answer_arrive
+    monkeypatch.setattr(worker.pubsub, "unsubscribe", unsubscribe_and_let_the_answer_arrive)
     worker.unsubscribe()
-    assert not worker.pubsub_thread.is_alive()
+    assert not _thread(worker).is_alive()
 
 
 def test_the_pubsub_thread_leaves_the_connection_to_the_worker(private_redis: redis.Redis) -> None:
@@ -59,13 +71,14 @@ def test_the_pubsub_thread_leaves_the_connection_to_the_worker(private_redis: re
     that ends its loop; redis-py's thread would close the pubsub then, maybe in the middle
     of the worker's UNSUBSCRIBE on the same connection: it stays open for the worker to close."""
     worker = _subscribed(private_redis)
-    worker.pubsub_thread.stop()
+    thread = _thread(worker)
+    thread.stop()
     # stop() did not wait for the thread (redis-py 8.2's does, until its 60 s read ends): still reading.
-    assert worker.pubsub_thread.is_alive()
+    assert thread.is_alive()
     private_redis.publish(worker.pubsub_channel_name, json.dumps({"command": "none"}))  # RQ ignores it
-    worker.pubsub_thread.join(timeout=5)
-    assert not worker.pubsub_thread.is_alive()
-    assert worker.pubsub.connection is not None
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert worker.pubsub is not None and worker.pubsub.connection is not None
     worker.unsubscribe()
     assert worker.pubsub.connection is None
 

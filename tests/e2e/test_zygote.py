@@ -1,6 +1,8 @@
 """A run's workers are forked by one zygote (workers.zygote), a killed worker's
 replacement too, and none outlives the run."""
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.helpers import Seen, assert_left_nothing, finish, start_testbed
@@ -11,7 +13,7 @@ pytestmark = pytest.mark.e2e
 ARGS = ["--ops", "20", "-s", "retry-only", "-b", "after-effect", "-f", "kill-worker"]
 
 
-def test_every_worker_and_every_replacement_is_forked_by_the_runs_one_zygote(workdir):
+def test_every_worker_and_every_replacement_is_forked_by_the_runs_one_zygote(workdir: Path) -> None:
     proc, _, _ = start_testbed(ARGS, workdir)
     processes: dict[int, Seen] = {}
     ran = finish(proc, workdir, timeout=60, processes=processes)

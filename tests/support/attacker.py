@@ -48,7 +48,8 @@ def children_of(root: int) -> set[int]:
             except OSError:
                 continue
             parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = set(), {root}
+    found: set[int] = set()
+    frontier = {root}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
@@ -162,7 +163,7 @@ def provider_attack(port: int, run: str) -> list[int | str]:
     """Status codes of the admin calls, on every ledger this run may have."""
     statuses: list[int | str] = []
     ledgers = [f"{run}.c{i:03d}" for i in range(4)]
-    calls = [("GET", "/openapi.json", None)]
+    calls: list[tuple[str, str, dict[str, object] | None]] = [("GET", "/openapi.json", None)]
     for ledger in ledgers:
         calls += [
             ("PUT", f"/ledgers/{ledger}", {"dedup": False}),

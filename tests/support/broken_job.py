@@ -1,7 +1,9 @@
 """A user's job module that does not import."""
 
-import a_module_that_is_not_installed  # noqa: F401
+from typing import Any
+
+import a_module_that_is_not_installed  # type: ignore[import-not-found]  # noqa: F401 (the import that fails is the point)
 
 
-def send(op_id: str, payload: dict) -> None:
+def send(op_id: str, payload: dict[str, Any]) -> None:
     pass

@@ -21,11 +21,13 @@ _VARIABLE = re.compile(r"\$\{(\w+)(?::?[?-][^}]*)?\}")
 
 
 def load() -> dict[str, Any]:
-    return yaml.safe_load(COMPOSE.read_text())
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
 
 
 def services() -> dict[str, dict[str, Any]]:
-    return load()["services"]
+    found: dict[str, dict[str, Any]] = load()["services"]
+    return found
 
 
 def argv(service: str) -> list[str]:

@@ -13,10 +13,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
+import redis
 
 TESTBED = [sys.executable, "-m", "testbed"]
+
+# The session's background runs (tests/conftest.py), by name: each run's process and its workdir.
+BackgroundRuns = dict[str, tuple[subprocess.Popen[bytes], Path]]
+# A Redis the user shares with other programs: its URL, and a client of it.
+SharedRedis = tuple[str, redis.Redis]
 
 
 @dataclass
@@ -25,13 +32,19 @@ class Ran:
     stdout: str
     stderr: str
     tmpdir: Path
-    results: dict | None
+    results: dict[str, Any] | None  # results.json as the run wrote it (JSON), None if it wrote none
     # (pid, create_time) of every process seen below the testbed process
     descendants: set[tuple[int, float]] = field(default_factory=set)
 
-    def row(self, strategy: str, boundary: str, **match: str) -> dict:
+    @property
+    def json(self) -> dict[str, Any]:
+        """results.json, for a test that needs the run to have written it: fails with the run's stderr if not."""
         assert self.results is not None, self.stderr
-        for row in self.results["rows"]:
+        return self.results
+
+    def row(self, strategy: str, boundary: str, **match: str) -> dict[str, Any]:
+        row: dict[str, Any]
+        for row in self.json["rows"]:
             if (
                 row["strategy"] == strategy
                 and row["boundary"] == boundary
@@ -39,6 +52,10 @@ class Ran:
             ):
                 return row
         raise AssertionError(f"no row {strategy} @ {boundary} {match}")
+
+
+# A run, and the workdir it ran in (a module's fixture, for its tests to read the stored run).
+RanIn = tuple[Ran, Path]
 
 
 def descendants(pid: int) -> set[tuple[int, float]]:
@@ -55,7 +72,7 @@ def sigint_disposition(pid: int) -> str:
         status = Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
         return "gone (the process had exited)"
-    masks = {}
+    masks: dict[str, int] = {}
     for line in status.splitlines():
         name, _, value = line.partition(":")
         if name in ("SigIgn", "SigCgt"):
@@ -65,7 +82,7 @@ def sigint_disposition(pid: int) -> str:
 
 
 def still_running(procs: set[tuple[int, float]]) -> list[int]:
-    alive = []
+    alive: list[int] = []
     for pid, created in procs:
         try:
             p = psutil.Process(pid)
@@ -76,7 +93,7 @@ def still_running(procs: set[tuple[int, float]]) -> list[int]:
     return alive
 
 
-def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tuple[subprocess.Popen, Path, Path]:
+def start_testbed(args: list[str], workdir: Path, command: str = "chaos") -> tuple[subprocess.Popen[bytes], Path, Path]:
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(exist_ok=True)
     env = {**os.environ, "TMPDIR": str(tmpdir)}
@@ -116,10 +133,10 @@ def look(pid: int, seen: set[tuple[int, float]], processes: dict[int, Seen] | No
 
 
 def finish(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen[bytes],
     workdir: Path,
     timeout: float,
-    seen: set | None = None,
+    seen: set[tuple[int, float]] | None = None,
     processes: dict[int, Seen] | None = None,
 ) -> Ran:
     """Waits for the run; with `processes`, records what each process was, every 20 ms

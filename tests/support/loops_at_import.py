@@ -4,6 +4,7 @@ in $LEFTOVER_PIDS). Not collected: no test_ prefix."""
 import os
 import subprocess
 import time
+from typing import Any
 
 child = subprocess.Popen(["sleep", "600"])
 with open(os.path.join(os.environ["LEFTOVER_PIDS"], str(child.pid)), "w"):
@@ -12,5 +13,5 @@ while True:
     time.sleep(1)
 
 
-def send(op_id: str, payload: dict) -> None:
+def send(op_id: str, payload: dict[str, Any]) -> None:
     """Never reached."""

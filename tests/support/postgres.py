@@ -37,8 +37,8 @@ def private_postgres() -> Iterator[str]:
     bin_dir = binaries()
     assert bin_dir is not None, "PostgreSQL is not installed"
     root = tempfile.mkdtemp(prefix="testbed-pg-")
-    as_user = {"user": NOBODY, "group": NOBODY} if os.geteuid() == 0 else {}
-    if as_user:
+    as_user = NOBODY if os.geteuid() == 0 else None  # the user and group the server runs as (None: ours)
+    if as_user is not None:
         os.chmod(root, 0o777)
     data, port = os.path.join(root, "data"), 5432
     url = f"postgresql://postgres@/postgres?host={root}&port={port}"
@@ -48,11 +48,12 @@ def private_postgres() -> Iterator[str]:
             [f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres"],
             check=True,
             capture_output=True,
-            **as_user,
+            user=as_user,
+            group=as_user,
         )
         argv = [f"{bin_dir}/postgres", "-D", data, "-k", root, "-p", str(port), "-c", "listen_addresses="]
         with open(os.path.join(root, "server.log"), "wb") as log:
-            server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **as_user)
+            server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, user=as_user, group=as_user)
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from testbed.report import reading
 from testbed.store import results as stored
 from tests.support.dom import Node
@@ -9,15 +11,15 @@ from tests.support.dom import Node
 BAD = ("duplicated", "missing", "held")
 
 
-def label_of(row: dict) -> str:
+def label_of(row: dict[str, Any]) -> str:
     return reading.label(stored.parse_row(row))
 
 
-def faulted_ops(row: dict) -> dict[str, list[dict]]:
+def faulted_ops(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {op: events for op, events in (row.get("history") or {}).items() if reading.faulted(events)}
 
 
-def assert_cell_timeline(figure: Node, row: dict) -> None:
+def assert_cell_timeline(figure: Node, row: dict[str, Any]) -> None:
     """A cell's timeline as the browser built it: a row per faulted op, bad ops first, each coloured by what
     became of it; on each, a bar per attempt, the fault's hit, every kill as what it killed (a work-horse,
     a worker, the provider) or the host cut off, and the provider's effects at the time it applied them."""

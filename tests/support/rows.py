@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-def row(strategy: str, boundary: str, fault: str = "kill", scenario: str = "none", **values) -> dict:
+
+def row(strategy: str, boundary: str, fault: str = "kill", scenario: str = "none", **values: Any) -> dict[str, Any]:
     control = boundary == "none"
-    out = {
+    out: dict[str, Any] = {
         "strategy": strategy,
         "boundary": boundary,
         "injected": not control,

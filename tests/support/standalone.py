@@ -72,4 +72,5 @@ class Standalone:
     def rows(self, table: str) -> int:
         """Rows of a table of the log, read as another process would."""
         with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as conn:
-            return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            count: int = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            return count

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import Any
 
 import httpx
 import requests
@@ -21,29 +22,32 @@ def _url() -> str:
     return f"{os.environ['TESTBED_PROVIDER_URL']}/api/messages"
 
 
-def send_with_requests(op_id: str, payload: dict) -> str:
+def send_with_requests(op_id: str, payload: dict[str, Any]) -> str:
     response = requests.post(_url(), json=payload, headers={"Idempotency-Key": op_id}, timeout=TIMEOUT)
     response.raise_for_status()
-    return response.json()["id"]
+    receipt: str = response.json()["id"]
+    return receipt
 
 
-def send_with_httpx(op_id: str, payload: dict) -> str:
+def send_with_httpx(op_id: str, payload: dict[str, Any]) -> str:
     # Plain HTTP on loopback: no TLS, so no CA bundle to load in every work-horse (about 40 ms each).
     with httpx.Client(timeout=TIMEOUT, verify=False) as client:
         response = client.post(_url(), json=payload, headers={"Idempotency-Key": op_id})
     response.raise_for_status()
-    return response.json()["id"]
+    receipt: str = response.json()["id"]
+    return receipt
 
 
-def _urllib_post(op_id: str, payload: dict) -> str:
+def _urllib_post(op_id: str, payload: dict[str, Any]) -> str:
     request = urllib.request.Request(
         _url(), data=json.dumps(payload).encode(), method="POST", headers={"Idempotency-Key": op_id}
     )
     with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return json.loads(response.read())["id"]
+        receipt: str = json.loads(response.read())["id"]
+    return receipt
 
 
-def send_with_urllib(op_id: str, payload: dict) -> str:
+def send_with_urllib(op_id: str, payload: dict[str, Any]) -> str:
     """A client the lab does not instrument, with the boundaries marked by hand."""
     testbed.boundary("before-request")
     receipt = _urllib_post(op_id, payload)
@@ -51,19 +55,19 @@ def send_with_urllib(op_id: str, payload: dict) -> str:
     return receipt
 
 
-def send_with_urllib_unmarked(op_id: str, payload: dict) -> str:
+def send_with_urllib_unmarked(op_id: str, payload: dict[str, Any]) -> str:
     return _urllib_post(op_id, payload)
 
 
-def raises(op_id: str, payload: dict) -> None:
+def raises(op_id: str, payload: dict[str, Any]) -> None:
     raise RuntimeError(f"a bug in the job itself ({op_id})")
 
 
-def hangs(op_id: str, payload: dict) -> None:
+def hangs(op_id: str, payload: dict[str, Any]) -> None:
     time.sleep(3600)
 
 
-def leaves_a_process(op_id: str, payload: dict) -> str:
+def leaves_a_process(op_id: str, payload: dict[str, Any]) -> str:
     """Sends, leaving two processes behind (their pids in $LEFTOVER_PIDS): one in its
     work-horse's process group, and one that leaves the group."""
     for alone in (False, True):
@@ -73,14 +77,14 @@ def leaves_a_process(op_id: str, payload: dict) -> str:
     return send_with_requests(op_id, payload)
 
 
-def shouts(op_id: str, payload: dict) -> str:
+def shouts(op_id: str, payload: dict[str, Any]) -> str:
     """Sends, and writes 1 MB to its stdout."""
     sys.stdout.write("x" * 1_000_000 + "\n")
     sys.stdout.flush()
     return send_with_requests(op_id, payload)
 
 
-def exits_at_once(op_id: str, payload: dict) -> None:
+def exits_at_once(op_id: str, payload: dict[str, Any]) -> None:
     """Ends its work-horse with 0 before the job has ended."""
     os._exit(0)
 
