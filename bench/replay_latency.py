@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 TUNED = ["--worker-ttl", "20", "--maintenance-interval", "5", "--job-monitoring-interval", "5"]
 MODES = [
@@ -28,15 +29,15 @@ MODES = [
 ]
 
 
-def _killed(events: list[dict]) -> dict | None:
+def _killed(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((e for e in events if e["event"] == "killed"), None)
 
 
-def _requeue_ms(events: list[dict]) -> float:
+def _requeue_ms(events: list[dict[str, Any]]) -> float:
     killed = _killed(events)
     assert killed is not None
     again = next(e for e in events if e["event"] == "attempt-start" and e["attempt"] > killed["attempt"])
-    return (again["enqueuedAt"] - killed["at"]) * 1000
+    return float(again["enqueuedAt"] - killed["at"]) * 1000
 
 
 def main() -> None:
@@ -56,8 +57,8 @@ def main() -> None:
         for name, extra in modes:
             out = work / "replay.json"
             argv = [sys.executable, "-m", "testbed", "replay", "--ops", str(args.ops), "--every", str(args.every)]
-            quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-            subprocess.run([*argv, *extra, "--json", str(out), "--no-store"], check=True, **quiet)
+            quiet = subprocess.DEVNULL
+            subprocess.run([*argv, *extra, "--json", str(out), "--no-store"], check=True, stdout=quiet, stderr=quiet)
             row = json.loads(out.read_text())["rows"][0]
             requeued = sorted(_requeue_ms(events) for events in row["history"].values() if _killed(events))
             stats = row["replayLatencyMs"]

@@ -46,7 +46,7 @@ def testbed_load(ops: int, workers: int, selection: list[str], work: Path) -> fl
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
     row = json.loads(out.read_text())["rows"][0]
     assert row["verdict"] == "pass", row["differences"]
-    return ops / row["wallSeconds"]
+    return ops / float(row["wallSeconds"])
 
 
 def main() -> None:

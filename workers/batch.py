@@ -30,16 +30,20 @@ def batch(redis: Redis, *commands: Command) -> list[Any]:
     conn = pool.get_connection()  # checked by the pool: connected, nothing unread on it
     try:
         # As a pipeline: a connection error resends the whole batch on a fresh connection.
-        return conn.retry.call_with_retry(lambda: _exchange(conn, commands), lambda _: conn.disconnect())
+        # redis-py leaves Connection.disconnect and send_packed_command unannotated.
+        return conn.retry.call_with_retry(
+            lambda: _exchange(conn, commands),
+            lambda _: conn.disconnect(),  # type: ignore[no-untyped-call]
+        )
     except BaseException:
-        conn.disconnect()  # replies may be left unread: the connection must not be reused
+        conn.disconnect()  # type: ignore[no-untyped-call]  # replies may be left unread: not to be reused
         raise
     finally:
         pool.release(conn)
 
 
 def _exchange(conn: AbstractConnection, commands: tuple[Command, ...]) -> list[Any]:
-    conn.send_packed_command([pack(commands)])
+    conn.send_packed_command([pack(commands)])  # type: ignore[no-untyped-call]
     sock = conn._sock  # redis-py's socket, connected by the send: its replies are read here
     assert sock is not None
     replies = Replies(len(commands))

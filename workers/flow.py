@@ -169,5 +169,6 @@ def drive(flow: Flow, do: Any) -> Result:
         try:
             step = flow.send(value)
         except StopIteration as done:
-            return done.value
+            result: Result = done.value
+            return result
         value = do(step)

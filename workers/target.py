@@ -20,7 +20,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from labcore.scoped import PROVIDER_ENV
 
@@ -57,7 +57,7 @@ def load(spec: str, paths: Sequence[str] = ()) -> Callable[..., Any]:
     if not callable(found):
         _, name = split(spec)
         raise TargetError(f"handler {spec}: {name} is not callable (it is a {type(found).__name__})")
-    return found
+    return cast(Callable[..., Any], found)
 
 
 def find(spec: str, paths: Sequence[str] = ()) -> Any:

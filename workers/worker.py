@@ -82,7 +82,7 @@ class Worker(RQWorker):
     def unsubscribe(self) -> None:
         if self.pubsub_thread:
             self.pubsub_thread.stop()
-        super().unsubscribe()
+        super().unsubscribe()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
     @staticmethod
     def kept_for(job: Any) -> str | None:

@@ -62,8 +62,8 @@ def recorded(
     """The program run under `perf record -a` with `record`'s options; the process tree from
     the forks perf recorded, and the other lines `perf script` prints with `script`'s."""
     perf = ["perf", "record", "-q", "-a", *record, "-o", str(out), "--"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen([*perf, *argv], env=env, cwd=ROOT, **quiet)
+    quiet = subprocess.DEVNULL
+    proc = subprocess.Popen([*perf, *argv], env=env, cwd=ROOT, stdout=quiet, stderr=quiet)
     if proc.wait() != 0:
         raise SystemExit(f"{argv[:4]} failed under perf")
     printed = ["perf", "script", "-i", str(out), "--show-task-events", *script]

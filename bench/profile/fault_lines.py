@@ -67,7 +67,7 @@ class FaultLinesWorker(Worker):
             Path(OUT, f"{os.getpid()}.lines").write_text("".join(lines))
             exit_now(code)
 
-        os._exit = _exit
+        os._exit = _exit  # type: ignore[assignment]  # os._exit is typed NoReturn; the stand-in ends the process too
         sys.settrace(trace)
         super().main_work_horse(job, queue)
 

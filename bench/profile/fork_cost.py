@@ -78,7 +78,8 @@ def _child(side: str, extra_mb: int, forks: int) -> None:
 def _round(side: str, extra_mb: int, forks: int) -> dict[str, float]:
     argv = [sys.executable, __file__, "--child", side, "--extra-mb", str(extra_mb), "--forks", str(forks)]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.splitlines()[-1])
+    measured: dict[str, float] = json.loads(out.splitlines()[-1])
+    return measured
 
 
 def main() -> None:

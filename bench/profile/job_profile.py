@@ -123,7 +123,7 @@ def run(argv: list[str], env: dict[str, str], ops: int, horses: Path) -> dict[st
     proc.returncode = status
     if status != 0:
         raise SystemExit(f"{argv} failed")
-    per_job = defaultdict(float)
+    per_job: defaultdict[str, float] = defaultdict(float)
     for role, seconds in last.values():
         per_job[role] += seconds * 1000 / ops
     per_job["total"] = (usage.ru_utime + usage.ru_stime) * 1000 / ops
@@ -166,10 +166,10 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
                 os.write(write_end, f"{time.process_time() - cpu} {minor_faults() - faults}".encode())
                 os._exit(0)
             os.close(write_end)
-            cpu, faults = os.read(read_end, 100).split()
+            said_cpu, said_faults = os.read(read_end, 100).split()
             os.close(read_end)
             os.waitpid(pid, 0)
-            spent[write].append((float(cpu), int(faults)))
+            spent[write].append((float(said_cpu), int(said_faults)))
     (read_cpu, read_faults), (write_cpu, write_faults) = (
         (statistics.median(c for c, _ in spent[w]), statistics.median(f for _, f in spent[w])) for w in (False, True)
     )

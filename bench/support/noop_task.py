@@ -21,12 +21,12 @@ app = Celery("raw", broker=os.environ[URL_ENV], backend=os.environ[URL_ENV], set
 app.conf.update(task_default_queue=QUEUE, worker_enable_remote_control=False, broker_connection_retry_on_startup=True)
 
 
-@app.task(name="noop")
+@app.task(name="noop")  # type: ignore[untyped-decorator]  # Celery ships no types
 def noop() -> None:
     return None
 
 
-@app.task(name="die_once", acks_late=True, reject_on_worker_lost=True)
+@app.task(name="die_once", acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]  # Celery ships no types
 def die_once(marker: str) -> None:
     """Killed on its first delivery, as a `kill` fault kills the lab's pool child: with
     `reject_on_worker_lost` Celery requeues the message once it notices the child is gone,

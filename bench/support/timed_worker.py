@@ -83,7 +83,7 @@ class TimedWorker(Worker):
                 out.write(f"{entered} {left - entered} {minor_faults()} {spent}")
             exit_now(code)
 
-        os._exit = _exit
+        os._exit = _exit  # type: ignore[assignment]  # os._exit is typed NoReturn; the stand-in ends the process too
         super().main_work_horse(job, queue)
 
     def wait_for_horse(self) -> Any:

@@ -43,7 +43,7 @@ def paired(pairs: list[tuple[Timed, Timed]], field: str) -> float:
     """The median of the runs' own ratios, the lab's `field` to the raw queue's (each pair is
     (raw, lab)): each run's programs go back to back and share the machine's speed of the
     moment, which the medians' ratio does not."""
-    return statistics.median(getattr(ours, field) / getattr(theirs, field) for theirs, ours in pairs)
+    return float(statistics.median(getattr(ours, field) / getattr(theirs, field) for theirs, ours in pairs))
 
 
 def runs(times: list[float]) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 import testbed
 
 
-def send(op_id: str, payload: dict) -> str:
+def send(op_id: str, payload: dict[str, Any]) -> str:
     base = urlsplit(os.environ["TESTBED_PROVIDER_URL"])
     connection = http.client.HTTPConnection(base.hostname or "127.0.0.1", base.port, timeout=2.0)
     headers = {"Content-Type": "application/json", "Idempotency-Key": op_id}
@@ -27,4 +28,4 @@ def send(op_id: str, payload: dict) -> str:
     if response.status >= 300:
         raise RuntimeError(f"provider answered {response.status}: {body}")
     testbed.boundary("after-receipt")
-    return body["id"]
+    return str(body["id"])

@@ -63,7 +63,7 @@ class Output:
         if ran.stored is not None:
             print(f"stored in {ran.stored.path}")
 
-    def keep(self, ran: Any, store: RunStore | None, extra: dict[str, Any] | None = None) -> Any:
+    def keep(self, ran: Session, store: RunStore | None, extra: dict[str, Any] | None = None) -> Session:
         """results.json where it can be written: the stored run's first (a store that fails then
         leaves the run incomplete, and --json says so), then --json; if neither, stdout. If a part
         of the stack failed, or a file could not be written, the failure ends the command (exit 3)

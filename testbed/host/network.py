@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from testbed.errors import RunFailure
@@ -56,7 +57,7 @@ def cut_commands(peer: Peer) -> list[list[str]]:
     ]
 
 
-def heal_commands(family: str, rules: list[dict]) -> list[list[str]]:
+def heal_commands(family: str, rules: list[dict[str, Any]]) -> list[list[str]]:
     """What puts a family's rules back as they were before any cut (of this
     host, or of one that died cutting): `local` in front first, then the
     moved copy and the cut rules go. `rules` is `ip -j rule show`."""

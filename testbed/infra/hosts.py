@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import redis as redis_lib
@@ -170,12 +171,12 @@ class RemoteLog:
     def close(self) -> None:
         self._http.close()
 
-    def _audit(self, ledger: str, references: list[str]) -> dict:
+    def _audit(self, ledger: str, references: list[str]) -> dict[str, Any]:
         from urllib.parse import quote
 
         response = self._http.post(f"/ledgers/{quote(ledger, safe='')}/audit", json={"references": references})
         response.raise_for_status()
-        return response.json()
+        return cast(dict[str, Any], response.json())
 
     def effect_count(self, ledger: str) -> int:
         return int(self._audit(ledger, [])["effects"])

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from labcore.bounds import PAUSE_BOUND
@@ -178,7 +178,7 @@ class ProviderAdmin:
     def withdraw(self, ledger: str, reference: str) -> None:
         self._send("POST", f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw")
 
-    def _send(self, method: str, path: str, body: dict | None = None) -> None:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
         # The controller's requests do not pass the provider's gate (provider/gate.py): never turned away.
         response = self._http.request(method, path, json=body)
         if response.status_code >= 400:

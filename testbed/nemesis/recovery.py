@@ -62,5 +62,5 @@ def force_recovery(redis: Redis, queue_name: str, dead_worker: str, lock_wait: f
             redis.zadd(registry.key, dict.fromkeys(mine, 1), xx=True)
             registry.cleanup(timestamp=1)
     finally:
-        queue.release_maintenance_lock()
+        queue.release_maintenance_lock()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
     return [key.rsplit(":", 1)[0] for key in mine]

@@ -551,7 +551,7 @@ def _extent(window: Window | None, ledger: Ledger | None) -> tuple[float, float]
 def _first(events: Sequence[Event], found: AtProvider | None, window: Window | None, zero: float) -> float:
     """When an op first shows on the axis: its first event, else its first effect."""
     if events:
-        return min(e["at"] for e in events)
+        return float(min(e["at"] for e in events))
     times = [e.at for e in (found.times or ()) if window is None or window.holds(e.at)] if found else []
     return min(times, default=zero)
 

@@ -167,13 +167,13 @@ def serve(argv: list[str]) -> None:
 # -- Celery's verdicts, as the workers hear them ------------------------------------
 
 
-@signals.worker_ready.connect
+@signals.worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no types
 def _ready(sender: Any = None, **_: Any) -> None:
     name = str(sender.hostname).partition("@")[0]
     _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_ready, name)
 
 
-@signals.task_failure.connect
+@signals.task_failure.connect  # type: ignore[untyped-decorator]  # Celery ships no types
 def _failed(task_id: str | None = None, **_: Any) -> None:
     if task_id is not None:
         _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_failed, task_id)

@@ -17,6 +17,6 @@ def preload() -> None:
 
 
 def serve(argv: list[str]) -> None:
-    from rq.cli import main as rq_main
+    from rq.cli.cli import main as rq_main
 
     rq_main(args=["worker", *argv], prog_name="rq")
