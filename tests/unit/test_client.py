@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from labcore.answers import Reply
 from labcore.endpoints import unix_url
 from workers import client
 
@@ -78,25 +79,25 @@ def peer(tmp_path: Path) -> Iterator[Peer]:
     client._conn = None
 
 
-def _send(url: str, unprocessed: Callable[[], bool] = client.never) -> client.Reply:
+def _send(url: str, unprocessed: Callable[[], bool] = client.never) -> Reply:
     payload = {"reference": "op"}
     return client.send(url, "l", payload, key=None, attempt=1, chaos=None, timeout=5, unprocessed=unprocessed)
 
 
-def test_a_503_whose_body_never_came_is_sent_again(peer):
+def test_a_503_whose_body_never_came_is_sent_again(peer: Peer) -> None:
     """A provider crashed on purpose may die between the head of its 503 and the body."""
     peer.answers += [(HEAD_503,), (CREATED,)]
     assert _send(peer.url).status == 201 and peer.requests == 2
 
 
-def test_any_other_answer_cut_short_is_the_callers_to_judge(peer):
+def test_any_other_answer_cut_short_is_the_callers_to_judge(peer: Peer) -> None:
     peer.answers += [(RESET,), (CREATED,)]
     with pytest.raises(client.Incomplete):
         _send(peer.url, unprocessed=lambda: True)
     assert peer.requests == 1
 
 
-def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
+def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path: Path) -> None:
     """Nothing was sent: here no one listens yet, then a peer comes up."""
     path = tmp_path / "late.sock"
     url = unix_url(path)
@@ -121,7 +122,7 @@ def test_a_connection_that_cannot_be_made_is_tried_until_it_can(tmp_path):
         client._conn = None
 
 
-def test_a_line_break_never_reaches_the_wire(peer):
+def test_a_line_break_never_reaches_the_wire(peer: Peer) -> None:
     """A header value is written as given: one with a line break would be a second header."""
     peer.answers += [(CREATED,)]
     with pytest.raises(ValueError, match="line break"):
@@ -129,13 +130,13 @@ def test_a_line_break_never_reaches_the_wire(peer):
     assert peer.requests == 0
 
 
-def test_a_turned_away_request_goes_again_on_the_same_connection(peer):
+def test_a_turned_away_request_goes_again_on_the_same_connection(peer: Peer) -> None:
     """One keep-alive connection per work-horse: a 503 with Retry-After keeps it open."""
     peer.answers += [(FULL_503, CREATED)]
     assert _send(peer.url).status == 201 and peer.connections == 1
 
 
-def test_unanswered_is_sent_again_only_if_the_caller_knows_it_was_not_processed(peer):
+def test_unanswered_is_sent_again_only_if_the_caller_knows_it_was_not_processed(peer: Peer) -> None:
     """In a provider-crash cell: any call but the armed one that reached its boundary."""
     peer.answers += [(b"",), (b"",), (CREATED,)]
     with pytest.raises(client.Unanswered):

@@ -8,12 +8,13 @@ import subprocess
 import jsonschema
 import pytest
 
-from testbed.cli.app import app
+import testbed.cli.app  # noqa: F401  (registers the commands on app)
+from testbed.cli.base import app
 from tests.e2e import test_hosts
 from tests.support import compose
 
 
-def test_compose_file_holds_the_compose_specification():
+def test_compose_file_holds_the_compose_specification() -> None:
     schema = json.loads(compose.SCHEMA.read_text())
     jsonschema.Draft7Validator.check_schema(schema)
     errors = [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(compose.load())]
@@ -21,7 +22,7 @@ def test_compose_file_holds_the_compose_specification():
     assert "Apache License" in (compose.SCHEMA.parent / "LICENSE").read_text()
 
 
-def test_schema_would_catch_a_broken_file():
+def test_schema_would_catch_a_broken_file() -> None:
     """The check can fail: a service with a misspelt key, and a command of the wrong type."""
     schema = json.loads(compose.SCHEMA.read_text())
     broken = compose.load()
@@ -53,14 +54,14 @@ COMPOSE_CLI, NO_COMPOSE = _compose()
 
 
 @pytest.mark.skipif(COMPOSE_CLI is None, reason=NO_COMPOSE)
-def test_docker_compose_config_accepts_it(monkeypatch):
+def test_docker_compose_config_accepts_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESTBED_REDIS_PASSWORD", "x" * 24)
     monkeypatch.setenv("TESTBED_PROVIDER_TOKEN", "y" * 32)
     done = subprocess.run([*(COMPOSE_CLI or []), "-f", str(compose.COMPOSE), "config", "-q"], capture_output=True)
     assert done.returncode == 0, done.stderr
 
 
-def test_the_services_the_issue_names():
+def test_the_services_the_issue_names() -> None:
     services = compose.services()
     assert set(services) == {"redis", "provider", "host", "lab"}
     assert services["host"]["deploy"]["replicas"] == 2
@@ -71,7 +72,7 @@ def test_the_services_the_issue_names():
         assert not any("${" in part for part in service["command"]), name
 
 
-def test_every_service_runs_a_command_the_namespace_test_runs():
+def test_every_service_runs_a_command_the_namespace_test_runs() -> None:
     """The namespace test starts each of these services from compose.yaml with compose.argv."""
     assert set(test_hosts.SERVICES_RUN) == set(compose.services())
     command = __import__("typer").main.get_command(app)
@@ -79,7 +80,7 @@ def test_every_service_runs_a_command_the_namespace_test_runs():
         argv = compose.argv(name)
         if argv[1:3] == ["-m", "testbed"]:
             # A real testbed command with options it takes (parsed, not run).
-            sub = command.commands[argv[3]]  # type: ignore[attr-defined]
+            sub = command.commands[argv[3]]
             sub.make_context(argv[3], argv[4:])
         else:
             assert argv[1:3] == ["-m", "provider"], name

@@ -11,14 +11,15 @@ from labcore.ids import HitId
 from labcore.keys import CellKeys
 from labcore.plan import EveryNth
 from testbed.errors import RunFailure
-from testbed.experiment.scenarios import SCENARIOS
+from testbed.experiment.scenarios import SCENARIOS, Scenario
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.kills import Crash, Cut, Kill
+from testbed.nemesis.recovery import Recover
 
 
 @dataclass
 class FakeBus:
-    log: list[tuple] = field(default_factory=list)
+    log: list[tuple[object, ...]] = field(default_factory=list)
 
     def release(self, hit: str, action: Release) -> None:
         self.log.append(("release", hit, action))
@@ -39,7 +40,7 @@ class FakeWorker:
 
 @dataclass
 class FakeKiller:
-    log: list[tuple]
+    log: list[tuple[object, ...]]
     refuse: bool = False
     provider_pid: int = 7  # the provider the run started (hits' holder)
 
@@ -47,7 +48,7 @@ class FakeKiller:
         self.log.append(("crash", self.provider_pid))
         return Crash(self.provider_pid, 1.0, 0.5, 20.0)
 
-    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill:
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill[FakeWorker]:
         if self.refuse:
             raise RunFailure(f"refusing to kill pid {horse_pid}")
         self.log.append(("kill", horse_pid, whole_worker))
@@ -69,14 +70,17 @@ class FakeKiller:
 
 @dataclass
 class FakeWorld:
-    log: list[tuple]
+    log: list[tuple[object, ...]]
 
-    def change(self, scenario, cell, keys, ledger, op, seq) -> None:
+    def change(self, scenario: Scenario, cell: str, keys: CellKeys, ledger: str, op: str, seq: int) -> None:
+        assert scenario.nemesis is not None
         self.log.append(("world", scenario.nemesis.value, op, seq))
 
 
-def setup(fault: Fault, boundary: Boundary, scenario: str = "none", recover=None):
-    log: list[tuple] = []
+def setup(
+    fault: Fault, boundary: Boundary, scenario: str = "none", recover: Recover | None = None
+) -> tuple[Controller, list[tuple[object, ...]], Hit]:
+    log: list[tuple[object, ...]] = []
     bus = FakeBus(log)
     controller = Controller(bus, FakeKiller(log), FakeWorld(log), recover)  # type: ignore[arg-type]
     controller.begin("c001", "ledger", EveryNth(10, boundary, fault), SCENARIOS[scenario], CellKeys("k"))
@@ -89,7 +93,7 @@ def event(kind: EventKind, attempt: int) -> Event:
     return Event(kind, "c001", "op-10", attempt, 98, "w2", 2.0)
 
 
-def test_a_kill_at_a_worker_boundary_kills_then_settles():
+def test_a_kill_at_a_worker_boundary_kills_then_settles() -> None:
     controller, log, hit = setup(Fault.KILL, Boundary.AFTER_RECEIPT)
     controller.handle(hit)
     assert log == [("kill", 99, False), ("settle", hit.hit)]
@@ -97,15 +101,20 @@ def test_a_kill_at_a_worker_boundary_kills_then_settles():
     assert (seen.faults, seen.kill_count) == (1, 1)
 
 
-def test_a_kill_at_the_provider_drops_the_request_only_after_the_kill():
+def test_a_kill_at_the_provider_drops_the_request_only_after_the_kill() -> None:
     controller, log, hit = setup(Fault.KILL, Boundary.BEFORE_EFFECT)
     controller.handle(hit)
     assert log == [("kill", 99, False), ("release", hit.hit, Release.DROP), ("settle", hit.hit)]
 
 
-def test_kill_worker_replaces_the_worker_and_forces_recovery():
-    recovered = []
-    controller, log, hit = setup(Fault.KILL_WORKER, Boundary.AFTER_EFFECT, recover=lambda w: recovered.append(w) or [])
+def test_kill_worker_replaces_the_worker_and_forces_recovery() -> None:
+    recovered: list[str] = []
+
+    def recover(worker: str) -> list[str]:
+        recovered.append(worker)
+        return []
+
+    controller, log, hit = setup(Fault.KILL_WORKER, Boundary.AFTER_EFFECT, recover=recover)
     controller.handle(hit)
     assert log[:2] == [("kill", 99, True), ("replace", "w1")]
     assert recovered == ["w1"]
@@ -113,7 +122,7 @@ def test_kill_worker_replaces_the_worker_and_forces_recovery():
     assert kinds == [EventKind.HIT, EventKind.KILLED, EventKind.WORKER_RESTARTED, EventKind.RECOVERED]
 
 
-def test_a_timeout_waits_for_the_client_to_give_up():
+def test_a_timeout_waits_for_the_client_to_give_up() -> None:
     controller, log, hit = setup(Fault.TIMEOUT, Boundary.AFTER_EFFECT)
     controller.handle(hit)
     assert log == []  # nothing killed, nothing released yet
@@ -121,7 +130,7 @@ def test_a_timeout_waits_for_the_client_to_give_up():
     assert log == [("release", hit.hit, Release.RESPOND), ("settle", hit.hit)]
 
 
-def test_an_armed_hit_fires_once_even_where_a_restarted_provider_forgot_it_fired():
+def test_an_armed_hit_fires_once_even_where_a_restarted_provider_forgot_it_fired() -> None:
     controller, log, hit = setup(Fault.PROVIDER_CRASH, Boundary.BEFORE_EFFECT)
     hit = replace(hit, holder=7)
     controller.handle(hit)
@@ -132,7 +141,7 @@ def test_an_armed_hit_fires_once_even_where_a_restarted_provider_forgot_it_fired
     assert controller.finish("c001").faults == 1
 
 
-def test_a_client_that_gave_up_before_the_provider_reached_the_boundary_lets_it_go_at_the_hit():
+def test_a_client_that_gave_up_before_the_provider_reached_the_boundary_lets_it_go_at_the_hit() -> None:
     # A busy machine: the armed request reaches its boundary after the client timeout.
     controller, log, hit = setup(Fault.TIMEOUT, Boundary.BEFORE_EFFECT)
     controller.handle(event(EventKind.CALL_TIMEOUT, 1))
@@ -144,7 +153,9 @@ def test_a_client_that_gave_up_before_the_provider_reached_the_boundary_lets_it_
 @pytest.mark.parametrize(
     ("boundary", "action"), [(Boundary.BEFORE_EFFECT, Release.DROP), (Boundary.AFTER_EFFECT, Release.RESPOND)]
 )
-def test_a_partition_lets_the_request_go_into_the_cut_and_heals_before_the_retry(boundary, action):
+def test_a_partition_lets_the_request_go_into_the_cut_and_heals_before_the_retry(
+    boundary: Boundary, action: Release
+) -> None:
     controller, log, hit = setup(Fault.PARTITION, boundary)
     controller.handle(hit)
     # Cut first, so that whatever the provider answers is lost; the retry waits.
@@ -155,14 +166,14 @@ def test_a_partition_lets_the_request_go_into_the_cut_and_heals_before_the_retry
     assert kinds == [EventKind.HIT, EventKind.PARTITIONED, EventKind.CALL_TIMEOUT, EventKind.HEALED]
 
 
-def test_a_cut_still_in_place_when_the_cell_ends_is_healed():
+def test_a_cut_still_in_place_when_the_cell_ends_is_healed() -> None:
     controller, log, hit = setup(Fault.PARTITION, Boundary.AFTER_EFFECT)
     controller.handle(hit)
     controller.finish("c001")
     assert log[-1] == ("heal", hit.hit)
 
 
-def test_a_late_request_lands_once_the_retry_has_its_first_answer():
+def test_a_late_request_lands_once_the_retry_has_its_first_answer() -> None:
     controller, log, hit = setup(Fault.LATE, Boundary.BEFORE_EFFECT)
     controller.handle(hit)
     assert log == [("settle", hit.hit)]  # the retry may start at once
@@ -171,13 +182,13 @@ def test_a_late_request_lands_once_the_retry_has_its_first_answer():
     assert log[-1] == ("release", hit.hit, Release.APPLY)
 
 
-def test_the_scenario_changes_the_world_before_the_retry():
+def test_the_scenario_changes_the_world_before_the_retry() -> None:
     controller, log, hit = setup(Fault.KILL, Boundary.AFTER_EFFECT, scenario="withdrawn")
     controller.handle(hit)
     assert log[-2:] == [("world", "withdraw", "op-10", 10), ("settle", hit.hit)]
 
 
-def test_an_unplanned_hit_is_an_anomaly_and_is_let_go():
+def test_an_unplanned_hit_is_an_anomaly_and_is_let_go() -> None:
     controller, log, hit = setup(Fault.KILL, Boundary.BEFORE_EFFECT)
     stray = Hit(
         str(HitId("c001", 3, 1, Boundary.BEFORE_EFFECT)),
@@ -195,14 +206,14 @@ def test_an_unplanned_hit_is_an_anomaly_and_is_let_go():
     assert "unplanned hit" in controller.finish("c001").anomalies[0]
 
 
-def test_held_requests_are_released_when_the_cell_ends():
+def test_held_requests_are_released_when_the_cell_ends() -> None:
     controller, log, hit = setup(Fault.TIMEOUT, Boundary.BEFORE_EFFECT)
     controller.handle(hit)
     controller.finish("c001")
     assert log == [("release", hit.hit, Release.DROP)]
 
 
-def test_a_hit_in_a_cell_that_is_not_running_fails_the_run():
+def test_a_hit_in_a_cell_that_is_not_running_fails_the_run() -> None:
     controller, _, hit = setup(Fault.KILL, Boundary.AFTER_EFFECT)
     controller.finish("c001")
     with pytest.raises(RunFailure):

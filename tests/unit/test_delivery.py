@@ -17,7 +17,7 @@ from testbed.usecases.engines import engine_cells, parse_engine
 LOST, WORKER, ERROR = Cause.CHILD_LOST, Cause.WORKER_LOST, Cause.ERROR
 
 
-def test_rqs_retry_is_one_budget_for_every_cause():
+def test_rqs_retry_is_one_budget_for_every_cause() -> None:
     rq = Redelivery.rq(2)
     assert rq.again([])
     assert rq.again([LOST]) and rq.again([LOST, ERROR])
@@ -33,12 +33,12 @@ def test_rqs_retry_is_one_budget_for_every_cause():
         ("autoretry", False, False, True),
     ],
 )
-def test_each_setting_says_what_runs_again(delivery, lost, worker, error):
+def test_each_setting_says_what_runs_again(delivery: str, lost: bool, worker: bool, error: bool) -> None:
     policy = redelivery(delivery, retries=1)
     assert (policy.again([LOST]), policy.again([WORKER]), policy.again([ERROR])) == (lost, worker, error)
 
 
-def test_a_requeue_on_a_lost_child_has_no_count_and_autoretry_counts_errors():
+def test_a_requeue_on_a_lost_child_has_no_count_and_autoretry_counts_errors() -> None:
     assert redelivery("reject-on-lost", 1).again([LOST] * 50)
     assert redelivery("reject-on-lost", 1).child_lost is FOR_EVER
     autoretry = redelivery("autoretry", 2)
@@ -47,7 +47,7 @@ def test_a_requeue_on_a_lost_child_has_no_count_and_autoretry_counts_errors():
     assert not autoretry.again([ERROR, LOST])
 
 
-def test_task_options_follow_the_setting_and_the_runs_retries():
+def test_task_options_follow_the_setting_and_the_runs_retries() -> None:
     assert task_options(Delivery.REJECT_ON_LOST, 3) == {
         "acks_late": True,
         "reject_on_worker_lost": True,
@@ -57,19 +57,21 @@ def test_task_options_follow_the_setting_and_the_runs_retries():
     assert task_options(Delivery.AUTORETRY, 3)["autoretry_for"] == (Exception,)
 
 
-def test_how_a_fault_ends_an_attempt():
+def test_how_a_fault_ends_an_attempt() -> None:
     assert cause_of(Fault.KILL) is LOST
     assert cause_of(Fault.KILL_WORKER) is WORKER
     assert {cause_of(f) for f in (Fault.TIMEOUT, Fault.LATE, Fault.PROVIDER_CRASH, Fault.PARTITION)} == {ERROR}
 
 
-def effects_missing(strategy: str, boundary: Boundary, delivery: str | None, fault: Fault = Fault.KILL) -> tuple:
+def effects_missing(
+    strategy: str, boundary: Boundary, delivery: str | None, fault: Fault = Fault.KILL
+) -> tuple[int, int, int]:
     cell = Cell(strategy, boundary, fault, delivery=delivery)
     counts = predict(cell, EveryNth(10, boundary, fault), 100, 1).tally.counts
     return counts.effects, counts.missing_operations, counts.jobs_failed
 
 
-def test_the_model_shows_the_article_only_where_a_lost_task_is_requeued():
+def test_the_model_shows_the_article_only_where_a_lost_task_is_requeued() -> None:
     after, before = Boundary.AFTER_EFFECT, Boundary.BEFORE_EFFECT
     for delivery in (None, "reject-on-lost"):
         assert effects_missing("retry-only", after, delivery) == (110, 0, 0)
@@ -80,7 +82,7 @@ def test_the_model_shows_the_article_only_where_a_lost_task_is_requeued():
         assert effects_missing("provider-key", before, delivery) == (90, 10, 10)
 
 
-def test_a_whole_worker_killed_comes_back_only_when_its_message_was_not_acknowledged():
+def test_a_whole_worker_killed_comes_back_only_when_its_message_was_not_acknowledged() -> None:
     before = Boundary.BEFORE_EFFECT
     assert effects_missing("provider-key", before, "early-ack", Fault.KILL_WORKER) == (90, 10, 10)
     assert effects_missing("provider-key", before, "acks-late", Fault.KILL_WORKER) == (100, 0, 0)
@@ -89,7 +91,7 @@ def test_a_whole_worker_killed_comes_back_only_when_its_message_was_not_acknowle
     assert effects_missing("provider-key", before, "reject-on-lost", Fault.TIMEOUT)[1] == 10
 
 
-def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused():
+def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused() -> None:
     cells = [Cell("retry-only", None), Cell("provider-key", Boundary.AFTER_EFFECT)]
     engine, deliveries = parse_engine("celery", [], None)
     assert engine == "celery"

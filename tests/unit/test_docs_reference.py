@@ -34,7 +34,7 @@ def _sections(page: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
 
-def test_every_command_and_every_option_appears_under_its_command():
+def test_every_command_and_every_option_appears_under_its_command() -> None:
     import typer
 
     import testbed.cli.app  # noqa: F401  (registers every command)
@@ -58,7 +58,7 @@ def test_every_command_and_every_option_appears_under_its_command():
                 assert f"`{param.metavar or param.name.upper()}`" in section, f"{name}: argument {param.name} missing"
 
 
-def test_every_default_and_environment_variable_is_given():
+def test_every_default_and_environment_variable_is_given() -> None:
     sections = _sections(reference.cli_markdown())
     chaos = sections["testbed chaos"]
     assert "| `--ops` | `N` | `100` |" in chaos
@@ -66,7 +66,7 @@ def test_every_default_and_environment_variable_is_given():
     assert "Environment: `REDIS_URL`" in chaos
 
 
-def test_every_route_appears_with_its_parameters_and_responses():
+def test_every_route_appears_with_its_parameters_and_responses() -> None:
     document = reference.openapi_document()
     sections = _sections(reference.http_api_markdown(document))
     operations = list(reference.http_operations(document))
@@ -84,7 +84,7 @@ def test_every_route_appears_with_its_parameters_and_responses():
         assert f"### {name} {{#schema-" in reference.http_api_markdown(document)
 
 
-def test_every_field_of_every_stored_format_appears():
+def test_every_field_of_every_stored_format_appears() -> None:
     from testbed.store.history import history_schema, provider_records_schema
     from testbed.store.layout import FILES
     from testbed.store.results import results_schema
@@ -113,14 +113,14 @@ def _names(module: str, table: str) -> list[str]:
         ("scenarios.md", "testbed.experiment.scenarios", "SCENARIOS"),
     ],
 )
-def test_the_reference_tables_name_every_value_the_code_has(page, module, table):
+def test_the_reference_tables_name_every_value_the_code_has(page: str, module: str, table: str) -> None:
     text = (DOCS / "reference" / page).read_text()
     missing = [name for name in _names(module, table) if f"| `{name}` |" not in text]
     assert not missing, f"{page} lacks {missing}"
 
 
 @pytest.mark.slow
-def test_the_guide_builds_with_no_broken_link_or_anchor(tmp_path):
+def test_the_guide_builds_with_no_broken_link_or_anchor(tmp_path: Path) -> None:
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     argv = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]

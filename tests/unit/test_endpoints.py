@@ -18,11 +18,11 @@ from labcore.endpoints import unix_path, unix_url
         "relative/p.sock",
     ],
 )
-def test_a_unix_url_names_its_socket_path(path):
+def test_a_unix_url_names_its_socket_path(path: str) -> None:
     assert unix_path(unix_url(path)) == path
     assert unix_path(unix_url(path) + "/ledgers/x") == path
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "https://provider.test", "http+unixx://%2Ftmp", ""])
-def test_any_other_url_names_no_socket(url):
+def test_any_other_url_names_no_socket(url: str) -> None:
     assert unix_path(url) is None

@@ -15,12 +15,12 @@ from testbed.usecases.engines import EngineChoice, engine_flags, on_engine, one_
 CELLS = [Cell("retry-only", Boundary.AFTER_EFFECT), Cell("jobs:send", Boundary.AFTER_EFFECT, handler="jobs:send")]
 
 
-def test_on_rq_the_stack_and_cells_stay_as_they_are():
+def test_on_rq_the_stack_and_cells_stay_as_they_are() -> None:
     stack, cells = on_engine(EngineChoice(), StackOptions(), CELLS, 1, ["jobs:send"], ())
     assert (stack, cells) == (StackOptions(), CELLS)
 
 
-def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers():
+def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers() -> None:
     choice = EngineChoice("celery", ("reject-on-lost", "early-ack"), visibility_timeout=30)
     stack, cells = on_engine(choice, StackOptions(workers=2), CELLS, 2, ["jobs:send"], ("/src",))
     assert stack == StackOptions(workers=2, engine=Celery(2, 30, None, None, ("/src",)))
@@ -40,18 +40,18 @@ def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers():
         (EngineChoice(celery_app="jobs:app"), "--celery-app runs one --handler, a task of the app, and no built-in"),
     ],
 )
-def test_a_choice_that_cannot_run_says_why(choice, message):
+def test_a_choice_that_cannot_run_says_why(choice: EngineChoice, message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         on_engine(choice, StackOptions(), CELLS, 1, ["jobs:send"], ())
 
 
-def test_a_search_runs_under_one_setting():
+def test_a_search_runs_under_one_setting() -> None:
     assert one_delivery([]) is None and one_delivery(["acks-late"]) == "acks-late"
     with pytest.raises(UsageError, match="one Celery delivery setting at a time: name one with --delivery"):
         one_delivery(["early-ack", "acks-late"])
 
 
-def test_a_replay_runs_on_the_engine_its_cell_ran_on():
+def test_a_replay_runs_on_the_engine_its_cell_ran_on() -> None:
     assert engine_flags(EngineChoice(), None) == ""
     assert engine_flags(EngineChoice("celery", ()), "early-ack") == " --engine celery --delivery early-ack"
     app = EngineChoice(celery_app="jobs:app", visibility_timeout=30)

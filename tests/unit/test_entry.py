@@ -5,6 +5,10 @@ import gc
 import importlib.abc
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -14,13 +18,17 @@ import testbed.__main__ as entry
 class _InterruptedImport(importlib.abc.MetaPathFinder):
     """The Ctrl-C, as it lands in the middle of importing the command line."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name == "testbed.cli.app":
             raise KeyboardInterrupt
         return None
 
 
-def test_a_ctrl_c_during_the_command_lines_imports_is_one_line_and_exit_130(monkeypatch, capsys):
+def test_a_ctrl_c_during_the_command_lines_imports_is_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delitem(sys.modules, "testbed.cli.app", raising=False)
     monkeypatch.setattr(sys, "meta_path", [_InterruptedImport(), *sys.meta_path])
     with pytest.raises(SystemExit) as exited:
@@ -29,9 +37,9 @@ def test_a_ctrl_c_during_the_command_lines_imports_is_one_line_and_exit_130(monk
     assert capsys.readouterr().err == "testbed: error: interrupted\n"
 
 
-def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypatch):
+def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Frozen at exit, the imports' objects are not collected again by the interpreter's teardown."""
-    registered = []
+    registered: list[Callable[..., object]] = []
     monkeypatch.setattr(atexit, "register", registered.append)
     monkeypatch.setattr(sys, "argv", ["testbed", "--version"])
     with pytest.raises(SystemExit) as exited:
@@ -66,7 +74,7 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
     ],
     ids=["command line", "provider", "optional runtimes"],
 )
-def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
+def test_a_runs_start_leaves_heavy_imports_for_later(start: str, later: set[str]) -> None:
     """redis-py's import costs 70 to 100 ms of CPU, rich's about 40, importlib.metadata's
     15 to 25 (with the email package): they wait until used, and the provider needs no web framework at all."""
     code = f"{start}\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({tuple(later)})))"
@@ -74,7 +82,7 @@ def test_a_runs_start_leaves_heavy_imports_for_later(start, later):
     assert out.strip() == "[]"
 
 
-def test_the_command_line_runs_with_collection_on_and_its_imports_frozen(monkeypatch):
+def test_the_command_line_runs_with_collection_on_and_its_imports_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing is collected while the command line imports (its start's CPU); the command itself collects."""
     import testbed.cli.app
 
@@ -87,7 +95,9 @@ def test_the_command_line_runs_with_collection_on_and_its_imports_frozen(monkeyp
     assert enabled and frozen > 0
 
 
-def test_the_provider_serves_with_collection_on_and_its_start_frozen(monkeypatch, tmp_path):
+def test_the_provider_serves_with_collection_on_and_its_start_frozen(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """`python -m provider` makes its store and service with no collection: it serves collecting."""
     import provider.__main__
     import provider.server

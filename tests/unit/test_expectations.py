@@ -11,7 +11,7 @@ from labcore.faults import Fault
 from labcore.plan import EveryNth
 from testbed.experiment.matrix import Cell, article, full
 from testbed.experiment.scenarios import SCENARIOS
-from testbed.judge.model import predict
+from testbed.judge.model import Prediction, predict
 
 B = Boundary
 KILL_TABLE = {
@@ -41,16 +41,16 @@ ARTICLE = {
 }
 
 
-def expect(cell, ops=100, retries=1):
+def expect(cell: Cell, ops: int = 100, retries: int = 1) -> Prediction:
     return predict(cell, EveryNth(10, cell.boundary, cell.fault), ops, retries)
 
 
-def shown(prediction):
+def shown(prediction: Prediction) -> tuple[int, int, int, int, int]:
     c = prediction.tally.counts
     return (c.effects, c.missing_operations, c.unresolved, c.conflicts, c.failed_by_provider)
 
 
-def test_the_articles_table():
+def test_the_articles_table() -> None:
     cells = article()
     assert len(cells) == 12
     for cell in cells:
@@ -60,7 +60,7 @@ def test_the_articles_table():
 
 @pytest.mark.parametrize("strategy", list(KILL_TABLE))
 @pytest.mark.parametrize("index", range(6))
-def test_kill_at_every_boundary(strategy, index):
+def test_kill_at_every_boundary(strategy: str, index: int) -> None:
     boundary = list(Boundary)[index]
     prediction = expect(Cell(strategy, boundary, Fault.KILL))
     effects, missing = KILL_TABLE[strategy][index]
@@ -71,7 +71,7 @@ def test_kill_at_every_boundary(strategy, index):
     assert prediction.tally.counts.false_completions == missing
 
 
-def test_reconcile_pays_one_lookup_per_recovered_op():
+def test_reconcile_pays_one_lookup_per_recovered_op() -> None:
     c = expect(Cell("reconcile", B.AFTER_EFFECT)).tally.counts
     assert (c.lookups, c.requests) == (10, 100)
 
@@ -89,7 +89,9 @@ def test_reconcile_pays_one_lookup_per_recovered_op():
         ("fresh-key", B.BEFORE_EFFECT, Fault.LATE, (110, 0, 0, 0, 0)),
     ],
 )
-def test_timeout_and_late(strategy, boundary, fault, shown_):
+def test_timeout_and_late(
+    strategy: str, boundary: Boundary, fault: Fault, shown_: tuple[int, int, int, int, int]
+) -> None:
     prediction = expect(Cell(strategy, boundary, fault))
     assert shown(prediction) == shown_
     assert prediction.kills == 0 and prediction.faults == 10
@@ -97,13 +99,13 @@ def test_timeout_and_late(strategy, boundary, fault, shown_):
 
 @pytest.mark.parametrize("boundary", [B.BEFORE_EFFECT, B.AFTER_EFFECT])
 @pytest.mark.parametrize("strategy", sorted(KILL_TABLE))
-def test_a_partition_is_predicted_as_a_timeout(strategy, boundary):
+def test_a_partition_is_predicted_as_a_timeout(strategy: str, boundary: Boundary) -> None:
     cut = expect(Cell(strategy, boundary, Fault.PARTITION))
     assert cut == expect(Cell(strategy, boundary, Fault.TIMEOUT))
     assert cut.kills == 0 and cut.faults == 10
 
 
-def test_late_request_counts_are_timing_dependent():
+def test_late_request_counts_are_timing_dependent() -> None:
     assert expect(Cell("provider-key", B.BEFORE_EFFECT, Fault.LATE)).inexact == {"requests", "lookups"}
     assert expect(Cell("provider-key", B.BEFORE_EFFECT, Fault.KILL)).inexact == frozenset()
 
@@ -129,21 +131,21 @@ def test_late_request_counts_are_timing_dependent():
         ("no-dedup", "reconcile", B.AFTER_EFFECT, (100, 0, 0, 0, 0)),
     ],
 )
-def test_scenarios(scenario, strategy, boundary, shown_):
+def test_scenarios(scenario: str, strategy: str, boundary: Boundary, shown_: tuple[int, int, int, int, int]) -> None:
     assert shown(expect(Cell(strategy, boundary, Fault.KILL, scenario))) == shown_
 
 
-def test_withdrawn_effects_stay_in_the_log():
+def test_withdrawn_effects_stay_in_the_log() -> None:
     c = expect(Cell("reconcile", B.AFTER_EFFECT, Fault.KILL, "withdrawn")).tally.counts
     assert (c.withdrawn_effects, c.unrecorded_effects) == (10, 10)
 
 
-def test_no_retry_left_means_the_job_fails():
+def test_no_retry_left_means_the_job_fails() -> None:
     c = expect(Cell("record-after", B.AFTER_EFFECT), retries=0).tally.counts
     assert (c.jobs_failed, c.effects, c.unrecorded_effects, c.replays) == (10, 100, 10, 0)
 
 
-def test_full_matrix_is_covered_by_the_model():
+def test_full_matrix_is_covered_by_the_model() -> None:
     cells = full()
     assert len(cells) == len(set(cells))
     assert {c.scenario for c in cells} == {name for name, s in SCENARIOS.items() if s.in_full_matrix}
@@ -162,7 +164,7 @@ def test_full_matrix_is_covered_by_the_model():
         ("fresh-key", 110),
     ],
 )
-def test_duplicate_enqueue(strategy, effects):
+def test_duplicate_enqueue(strategy: str, effects: int) -> None:
     prediction = expect(Cell(strategy, B.BEFORE_EFFECT, Fault.HOLD, "duplicate-enqueue"))
     c = prediction.tally.counts
     assert (c.effects, c.missing_operations, c.unresolved, prediction.kills, prediction.faults) == (
@@ -176,6 +178,6 @@ def test_duplicate_enqueue(strategy, effects):
 
 
 @pytest.mark.parametrize(("strategy", "effects"), [("provider-key", 110), ("reconcile", 110), ("retry-only", 120)])
-def test_remint_makes_a_new_identity_and_so_a_new_effect(strategy, effects):
+def test_remint_makes_a_new_identity_and_so_a_new_effect(strategy: str, effects: int) -> None:
     c = expect(Cell(strategy, B.AFTER_EFFECT, Fault.KILL, "remint")).tally.counts
     assert (c.intended, c.effects, c.duplicate_effects, c.missing_operations) == (100, effects, effects - 100, 0)

@@ -1,10 +1,13 @@
 """explore's space of trials (pure): what it draws is runnable, and shrinking simplifies
 a trial as a reader would (Hypothesis's own shrinker, on the space's strategies)."""
 
+from collections.abc import Callable, Sequence
+
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from labcore.boundaries import Boundary
+from labcore.delivery import Redelivery
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
 from labcore.schedule import Schedule
@@ -33,7 +36,7 @@ QUICK = settings(
 
 @QUICK
 @given(trials(TARGETS, EVERYWHERE, max_ops=4, retries=3))
-def test_every_trial_drawn_is_one_the_lab_can_run(trial):
+def test_every_trial_drawn_is_one_the_lab_can_run(trial: Trial) -> None:
     schedule = trial.schedule
     assert problem(schedule) is None
     assert 1 <= len(schedule.ops) <= 4 and schedule.retries == 3
@@ -48,7 +51,7 @@ def test_every_trial_drawn_is_one_the_lab_can_run(trial):
 
 @QUICK
 @given(trials(TARGETS, EVERYWHERE, max_ops=4, retries=3, faults=faults_for(hosts=True)))
-def test_across_hosts_a_trial_may_cut_a_host_off_and_is_then_one_op(trial):
+def test_across_hosts_a_trial_may_cut_a_host_off_and_is_then_one_op(trial: Trial) -> None:
     schedule = trial.schedule
     assert problem(schedule) is None
     assert Fault.PROVIDER_CRASH not in schedule.faults
@@ -56,7 +59,7 @@ def test_across_hosts_a_trial_may_cut_a_host_off_and_is_then_one_op(trial):
         assert len(schedule.ops) == 1
 
 
-def test_partition_is_drawn_across_hosts_only():
+def test_partition_is_drawn_across_hosts_only() -> None:
     assert Fault.PARTITION in faults_for(hosts=True) and Fault.PROVIDER_CRASH not in faults_for(hosts=True)
     assert Fault.PARTITION not in faults_for(hosts=False)
     space = trials(TARGETS, ("none",), 4, retries=3, faults=faults_for(hosts=True))
@@ -65,18 +68,18 @@ def test_partition_is_drawn_across_hosts_only():
     assert cut.schedule.ops == ((Armed(1, B.BEFORE_EFFECT, F.PARTITION),),)
 
 
-def smallest(condition, scenarios=("none",), max_ops=4) -> Trial:
+def smallest(condition: Callable[[Trial], bool], scenarios: Sequence[str] = ("none",), max_ops: int = 4) -> Trial:
     space = trials(TARGETS, scenarios, max_ops, retries=3)
     return find(space, condition, settings=QUICK)
 
 
-def test_shrinking_goes_to_one_op_the_first_attempt_and_the_simplest_fault():
+def test_shrinking_goes_to_one_op_the_first_attempt_and_the_simplest_fault() -> None:
     found = smallest(lambda t: bool(t.schedule.strikes))
     assert found.target == TARGETS[0]
     assert found.schedule.ops == ((Armed(1, B.JOB_START, F.KILL),),)
 
 
-def test_shrinking_keeps_what_the_failure_needs_and_drops_the_rest():
+def test_shrinking_keeps_what_the_failure_needs_and_drops_the_rest() -> None:
     def needs_a_recovery_fault_after_the_effect(t: Trial) -> bool:
         # Both faults on the same op: strikes spread over two ops are a different (and as small) trial.
         return any(
@@ -88,14 +91,14 @@ def test_shrinking_keeps_what_the_failure_needs_and_drops_the_rest():
     assert found.schedule.ops == ((Armed(1, B.JOB_START, F.KILL), Armed(2, B.AFTER_EFFECT, F.KILL)),)
 
 
-def test_the_plainer_scenario_and_the_duplicate_delivery():
+def test_the_plainer_scenario_and_the_duplicate_delivery() -> None:
     found = smallest(lambda t: t.schedule.scenario != "none", scenarios=EVERYWHERE)
     assert (found.schedule.scenario, found.schedule.ops) == ("duplicate-enqueue", ((),))
     held = smallest(lambda t: HELD_FOR_DUPLICATE in t.schedule.strikes, scenarios=EVERYWHERE)
     assert held.schedule.ops == ((HELD_FOR_DUPLICATE,),)
 
 
-def test_a_batch_shrinks_to_the_one_trial_that_fails():
+def test_a_batch_shrinks_to_the_one_trial_that_fails() -> None:
     space = batches(trials(TARGETS, ("none",), 3, 3), 4)
     found = find(space, lambda batch: any(t.target.handler for t in batch), settings=QUICK)
     assert len(found) == 1 and found[0].target == TARGETS[1] and found[0].schedule.ops == ((),)
@@ -103,7 +106,7 @@ def test_a_batch_shrinks_to_the_one_trial_that_fails():
 
 @QUICK
 @given(trials(TARGETS, ("duplicate-enqueue",), max_ops=4, retries=3, max_held=1))
-def test_a_trial_holds_fewer_ops_than_there_are_workers(trial):
+def test_a_trial_holds_fewer_ops_than_there_are_workers(trial: Trial) -> None:
     # With every worker holding an op for its duplicate, no duplicate would run.
     assert len(trial.schedule.held) <= 1 and problem(trial.schedule) is None
 
@@ -114,20 +117,27 @@ def test_holds_past_the_bound_are_released_from_the_last_ops() -> None:
     assert fitted(held, max_held=3) == held
 
 
-def test_on_celery_an_op_is_struck_only_on_attempts_its_setting_runs():
+def celery(delivery: str) -> Redelivery:
+    """What the queue does with a struck attempt under this Celery setting, with 3 retries."""
+    policy = policy_of(delivery, 3)
+    assert policy is not None
+    return policy
+
+
+def test_on_celery_an_op_is_struck_only_on_attempts_its_setting_runs() -> None:
     kill, timeout = Armed(1, B.BEFORE_EFFECT, F.KILL), Armed(1, B.BEFORE_EFFECT, F.TIMEOUT)
     again = (Armed(2, B.AFTER_EFFECT, F.KILL), Armed(3, B.JOB_START, F.KILL))
     assert policy_of(None, 3) is None and policy_of("app", 3) is None  # RQ, and a user's app: every attempt
     # Early ack: a killed or failed attempt is the op's last.
-    assert reachable((kill, *again), policy_of("early-ack", 3)) == (kill,)
+    assert reachable((kill, *again), celery("early-ack")) == (kill,)
     # A lost task requeued for ever: every kill reached; an error is not retried.
-    assert reachable((kill, *again), policy_of("reject-on-lost", 3)) == (kill, *again)
-    assert reachable((timeout, *again), policy_of("reject-on-lost", 3)) == (timeout,)
+    assert reachable((kill, *again), celery("reject-on-lost")) == (kill, *again)
+    assert reachable((timeout, *again), celery("reject-on-lost")) == (timeout,)
     # autoretry retries what raised, a kill never; an attempt left clean ends the op unless it raised.
-    assert reachable((timeout, *again), policy_of("autoretry", 3)) == (timeout, again[0])
-    assert reachable((kill, *again), policy_of("autoretry", 3)) == (kill,)
-    assert reachable(again, policy_of("autoretry", 3)) == again[:1]
-    assert reachable(again, policy_of("acks-late", 3)) == ()
+    assert reachable((timeout, *again), celery("autoretry")) == (timeout, again[0])
+    assert reachable((kill, *again), celery("autoretry")) == (kill,)
+    assert reachable(again, celery("autoretry")) == again[:1]
+    assert reachable(again, celery("acks-late")) == ()
 
 
 @QUICK
@@ -141,12 +151,12 @@ def test_on_celery_an_op_is_struck_only_on_attempts_its_setting_runs():
         policy=policy_of("early-ack", 3),
     )
 )
-def test_under_early_ack_a_trial_strikes_first_attempts_and_never_a_whole_worker(trial):
+def test_under_early_ack_a_trial_strikes_first_attempts_and_never_a_whole_worker(trial: Trial) -> None:
     assert all(a.attempt == 1 for a in trial.schedule.strikes)
     assert Fault.KILL_WORKER not in trial.schedule.faults and problem(trial.schedule) is None
 
 
-def test_scenarios_drawn_on_each_engine():
+def test_scenarios_drawn_on_each_engine() -> None:
     assert scenarios_for([], None) == scenarios_for([], "acks-late") == ("none", "duplicate-enqueue")
     assert scenarios_for([], "early-ack") == scenarios_for([], "autoretry") == ("none",)
     assert scenarios_for(["remint"], "early-ack") == ("remint",)

@@ -35,7 +35,7 @@ FACTS = [
 ]
 
 
-def test_each_op_in_one_line_from_what_the_run_saw():
+def test_each_op_in_one_line_from_what_the_run_saw() -> None:
     breaches = [{"op": f"run.e1c001:{OP}", "breach": "duplicated"}]
     assert trial_lines(SCHEDULE, FACTS, HISTORY, breaches) == [
         "op 1: attempt 1 killed at before-request; attempt 2 timed out at after-effect; attempt 3 completed:"
@@ -44,7 +44,7 @@ def test_each_op_in_one_line_from_what_the_run_saw():
     ]
 
 
-def test_an_armed_fault_its_attempt_never_reached_is_said_so():
+def test_an_armed_fault_its_attempt_never_reached_is_said_so() -> None:
     schedule = Schedule(((Armed(1, B.BEFORE_EFFECT, F.KILL), Armed(2, B.AFTER_RECORD, F.KILL)),), "none", 3)
     history = {
         OP: [
@@ -64,7 +64,7 @@ def test_an_armed_fault_its_attempt_never_reached_is_said_so():
     ]
 
 
-def test_coverage_counts_what_was_armed_and_what_struck():
+def test_coverage_counts_what_was_armed_and_what_struck() -> None:
     coverage = Coverage()
     coverage.add(SCHEDULE, HISTORY)
     coverage.add(Schedule(((Armed(1, B.BEFORE_REQUEST, F.KILL),),), "none", 3), {})
@@ -74,7 +74,7 @@ def test_coverage_counts_what_was_armed_and_what_struck():
     ]
 
 
-def explored(counterexample: bool) -> dict:
+def explored(counterexample: bool) -> dict[str, object]:
     coverage = Coverage()
     coverage.add(SCHEDULE, HISTORY)
     found = {
@@ -116,7 +116,7 @@ def explored(counterexample: bool) -> dict:
     }
 
 
-def test_the_terminal_shows_the_coverage_and_the_counterexample():
+def test_the_terminal_shows_the_coverage_and_the_counterexample() -> None:
     results = parse(explored(counterexample=True))
     assert results.explore is not None
     assert coverage_text(results.explore).splitlines() == [
@@ -131,7 +131,7 @@ def test_the_terminal_shows_the_coverage_and_the_counterexample():
     assert text.endswith("replay it:\n  testbed chaos --schedule runs/x/counterexample.json -s retry-only")
 
 
-def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case():
+def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case() -> None:
     results = parse(explored(counterexample=True))
     section = coverage_section(results)
     assert section is not None
@@ -148,10 +148,10 @@ def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case():
     assert ET.tostring(passing).count(b"<testcase") == 1
 
 
-def test_what_a_trial_found():
+def test_what_a_trial_found() -> None:
     cell = Cell.trial("record-before", SCHEDULE, handler=False)
 
-    def row(expected: dict, promise: dict) -> Row:
+    def row(expected: dict[str, int], promise: dict[str, object]) -> Row:
         return Row(cell, Counts(effects=1), 1, 1, 4, 0.1, Expected(expected), promise=promise)
 
     assert found_in(row({}, promise={"kept": True})) is Found.KEPT

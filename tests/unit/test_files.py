@@ -6,6 +6,7 @@ import os
 import resource
 import signal
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def secret(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def umask():
+def umask() -> Iterator[int]:
     """Writes under a umask of the test's choosing (restored after)."""
     before = os.umask(0o027)
     yield 0o027
@@ -48,7 +49,7 @@ def listing(directory: Path) -> dict[str, str]:
     return {p.name: ("link" if p.is_symlink() else "file") for p in directory.iterdir()}
 
 
-def test_a_file_is_written_whole_with_the_mode_a_new_file_gets(tmp_path, umask):
+def test_a_file_is_written_whole_with_the_mode_a_new_file_gets(tmp_path: Path, umask: int) -> None:
     target = tmp_path / "results.json"
     target.write_text("the last run's\n")
     target.chmod(0o600)
@@ -59,7 +60,7 @@ def test_a_file_is_written_whole_with_the_mode_a_new_file_gets(tmp_path, umask):
     assert listing(tmp_path) == {"results.json": "file"}  # no temp left
 
 
-def test_a_symlink_planted_at_the_files_own_name_is_replaced_not_followed(tmp_path, secret):
+def test_a_symlink_planted_at_the_files_own_name_is_replaced_not_followed(tmp_path: Path, secret: Path) -> None:
     target = tmp_path / "results.json"
     target.symlink_to(secret)
     with files.replaced(target) as out:
@@ -68,7 +69,9 @@ def test_a_symlink_planted_at_the_files_own_name_is_replaced_not_followed(tmp_pa
     assert not target.is_symlink() and target.read_bytes() == b"{}\n"
 
 
-def test_every_temp_name_taken_is_passed_over_never_opened(tmp_path, secret, monkeypatch):
+def test_every_temp_name_taken_is_passed_over_never_opened(
+    tmp_path: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A symlink, a file and a directory at the first names the writer tries: it writes under the next."""
     target = tmp_path / "junit.xml"
     tried = names(target, files._TRIES)
@@ -84,7 +87,9 @@ def test_every_temp_name_taken_is_passed_over_never_opened(tmp_path, secret, mon
     assert target.read_bytes() == b"<testsuites/>" and not tried[-1].exists()
 
 
-def test_with_every_temp_name_taken_nothing_is_written_anywhere(tmp_path, secret, monkeypatch):
+def test_with_every_temp_name_taken_nothing_is_written_anywhere(
+    tmp_path: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "results.json"
     for name in names(target, files._TRIES):
         name.symlink_to(secret)
@@ -96,7 +101,7 @@ def test_with_every_temp_name_taken_nothing_is_written_anywhere(tmp_path, secret
     assert secret.read_bytes() == SECRET and target.is_symlink()
 
 
-def test_a_write_that_fails_leaves_nothing_and_the_old_file_as_it_was(tmp_path):
+def test_a_write_that_fails_leaves_nothing_and_the_old_file_as_it_was(tmp_path: Path) -> None:
     """The file system refuses the write (a file size limit, as a full disk would): Unwritable, one line."""
     target = tmp_path / "results.json"
     target.write_bytes(b"the last run's")
@@ -116,7 +121,7 @@ def test_a_write_that_fails_leaves_nothing_and_the_old_file_as_it_was(tmp_path):
     assert target.read_bytes() == b"the last run's" and listing(tmp_path) == {"results.json": "file"}
 
 
-def test_an_error_in_the_writer_leaves_the_old_file_and_no_temp(tmp_path):
+def test_an_error_in_the_writer_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
     target = tmp_path / "report.html"
     target.write_bytes(b"old")
     with pytest.raises(ZeroDivisionError), files.replaced(target) as out:
@@ -125,7 +130,7 @@ def test_an_error_in_the_writer_leaves_the_old_file_and_no_temp(tmp_path):
     assert target.read_bytes() == b"old" and listing(tmp_path) == {"report.html": "file"}
 
 
-def test_a_file_written_as_the_run_goes_is_made_new_never_through_a_symlink(tmp_path, secret):
+def test_a_file_written_as_the_run_goes_is_made_new_never_through_a_symlink(tmp_path: Path, secret: Path) -> None:
     planted = tmp_path / "history.jsonl"
     planted.symlink_to(secret)
     with pytest.raises(Unwritable, match=r"history\.jsonl: File exists$"):
@@ -136,7 +141,7 @@ def test_a_file_written_as_the_run_goes_is_made_new_never_through_a_symlink(tmp_
     assert (tmp_path / "records.jsonl").read_text() == "{}\n"
 
 
-def test_a_probe_leaves_nothing(tmp_path):
+def test_a_probe_leaves_nothing(tmp_path: Path) -> None:
     files.probe(tmp_path / "results.json")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(Unwritable, match="No such file or directory"):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from testbed.report import findings
-from testbed.store.results import parse_row
+from testbed.store.results import ResultRow, parse_row
 from tests.support.rows import row
 
 
-def _rows(*rows: dict) -> list:
+def _rows(*rows: dict[str, Any]) -> list[ResultRow]:
     return [parse_row(r) for r in rows]
 
 
-def test_the_summary_says_who_duplicates_who_loses_silently_and_who_is_exactly_once():
+def test_the_summary_says_who_duplicates_who_loses_silently_and_who_is_exactly_once() -> None:
     rows = _rows(
         row("retry-only", "none"),
         row("retry-only", "after-effect", effects=11, duplicateEffects=1),
@@ -31,7 +33,7 @@ def test_the_summary_says_who_duplicates_who_loses_silently_and_who_is_exactly_o
     ]
 
 
-def test_on_celery_each_sentence_names_the_delivery_setting_its_strategy_ran_under():
+def test_on_celery_each_sentence_names_the_delivery_setting_its_strategy_ran_under() -> None:
     rows = _rows(
         row("retry-only", "before-effect", effects=9, missingOperations=1, delivery="early-ack"),
         row("retry-only", "after-effect", delivery="early-ack"),
@@ -49,13 +51,13 @@ def test_on_celery_each_sentence_names_the_delivery_setting_its_strategy_ran_und
     ]
 
 
-def test_no_fault_no_claim():
+def test_no_fault_no_claim() -> None:
     assert findings.summary(_rows(row("provider-key", "none"))) == [
         "provider-key lost and repeated no work, but no fault struck it (1 cell)."
     ]
 
 
-def test_a_passing_cell_with_a_bad_outcome_says_the_model_expected_it():
+def test_a_passing_cell_with_a_bad_outcome_says_the_model_expected_it() -> None:
     passing = findings.cell_findings(parse_row(row("retry-only", "after-effect", effects=11, duplicateEffects=1)))
     assert passing.passed and passing.verdict == "as expected (model): 1 extra effect"
     clean = findings.cell_findings(parse_row(row("provider-key", "after-effect")))
@@ -66,7 +68,7 @@ def test_a_passing_cell_with_a_bad_outcome_says_the_model_expected_it():
     assert differs.verdict == "DIFFERS" and differs.problems == ["effects expected 10, observed 11"]
 
 
-def test_held_ops_are_named_with_their_reason_in_a_passing_cell_too():
+def test_held_ops_are_named_with_their_reason_in_a_passing_cell_too() -> None:
     held = [
         {"op": "tenant-demo:notification:3", "state": "unresolved", "reason": "lookup gave no authoritative answer"}
     ]
@@ -83,7 +85,7 @@ def test_held_ops_are_named_with_their_reason_in_a_passing_cell_too():
     assert "held unresolved: lookup gave no authoritative answer" in listed
 
 
-def test_a_handlers_breaking_ops_are_named_as_the_promise_judge_words_them():
+def test_a_handlers_breaking_ops_are_named_as_the_promise_judge_words_them() -> None:
     promise = {
         "promise": "exactly-once",
         "kept": False,

@@ -15,7 +15,7 @@ COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-def
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_option_that_takes_a_value_names_it_in_capitals(command):
+def test_every_option_that_takes_a_value_names_it_in_capitals(command: str) -> None:
     shown = CliRunner().invoke(app, [command, "-h"], terminal_width=200).output
     options = [line for line in shown.splitlines() if line.strip().startswith("-")]
     assert options, shown
@@ -23,7 +23,7 @@ def test_every_option_that_takes_a_value_names_it_in_capitals(command):
     assert lowercase == [], f"testbed {command}: placeholders not in capitals: {lowercase}"
 
 
-def test_a_usage_error_says_where_to_look(capsys):
+def test_a_usage_error_says_where_to_look(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["compare"])
     assert exited.value.code == 2

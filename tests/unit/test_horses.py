@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,13 +13,13 @@ from testbed.lab.userjobs import prepare
 from workers.horses import Cut, cap_output, cut_of, stop_group
 
 
-def test_an_attempt_within_the_cap_keeps_everything_and_one_past_it_keeps_both_ends():
+def test_an_attempt_within_the_cap_keeps_everything_and_one_past_it_keeps_both_ends() -> None:
     assert cut_of(100, 100 + 64, cap=64) is None
     assert cut_of(100, 100 + 65, cap=64) == Cut(132, 133)
     assert cut_of(0, 1000, cap=64) == Cut(32, 968)
 
 
-def test_a_log_is_cut_from_the_middle_of_the_attempt_only(tmp_path):
+def test_a_log_is_cut_from_the_middle_of_the_attempt_only(tmp_path: Path) -> None:
     log = tmp_path / "w1.log"
     log.write_bytes(b"before\n")
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
@@ -32,7 +33,7 @@ def test_a_log_is_cut_from_the_middle_of_the_attempt_only(tmp_path):
     assert log.read_bytes() == b"before\nhead" + note + b"tail"
 
 
-def test_the_processes_left_in_a_group_are_stopped_and_counted():
+def test_the_processes_left_in_a_group_are_stopped_and_counted() -> None:
     leader = subprocess.Popen(["sleep", "600"], process_group=0)
     left = [subprocess.Popen(["sleep", "600"], process_group=leader.pid) for _ in range(2)]
     leader.kill()
@@ -48,6 +49,6 @@ def test_the_processes_left_in_a_group_are_stopped_and_counted():
 
 
 @pytest.mark.parametrize("seconds", [0, -1, float("nan"), 3601])
-def test_an_import_timeout_out_of_range_is_refused(seconds):
+def test_an_import_timeout_out_of_range_is_refused(seconds: float) -> None:
     with pytest.raises(UsageError, match="--import-timeout must be"):
         prepare([], [], import_timeout=seconds)

@@ -11,7 +11,7 @@ from labcore.keys import new_run_id, run_prefix
 from provider.buses import RunBuses
 
 
-def test_messages_round_trip():
+def test_messages_round_trip() -> None:
     for message in (
         RunRequest("testbed:x", "testbed:x:rq", "ops", "http://p:8080", ["a1", "a2"], 20, 5, 5),
         HostState({"a1.w1": 10}, ["a1.w2: died"], False),
@@ -22,12 +22,12 @@ def test_messages_round_trip():
 
 
 @pytest.mark.parametrize("raw", ["[]", "{}", "not json", '{"id": "x", "kind": "kill", "worker": "w", "bogus": 1}'])
-def test_a_message_that_is_not_one_is_refused(raw):
+def test_a_message_that_is_not_one_is_refused(raw: str) -> None:
     with pytest.raises(ValueError):
         proto.decode(Order, raw)
 
 
-def test_live_keys_name_their_host():
+def test_live_keys_name_their_host() -> None:
     assert proto.host_of_live_key(proto.live_key("host-12")) == "host-12"
 
 
@@ -35,8 +35,8 @@ def _hit(bus: str) -> Hit:
     return Hit("c001:10:1:after-effect", "c001", "op", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1", bus=bus)
 
 
-def test_a_provider_for_many_runs_reports_to_the_run_its_hit_names_and_nowhere_else():
-    buses = RunBuses(redis=None)  # type: ignore[arg-type]  (no command is sent here)
+def test_a_provider_for_many_runs_reports_to_the_run_its_hit_names_and_nowhere_else() -> None:
+    buses = RunBuses(redis=None)  # type: ignore[arg-type]  # no command is sent here
     prefix = run_prefix(new_run_id())
     bus = buses.of(_hit(prefix))
     assert bus is not None and bus.keys.prefix == prefix and buses.of(_hit(prefix)) is bus
@@ -44,7 +44,7 @@ def test_a_provider_for_many_runs_reports_to_the_run_its_hit_names_and_nowhere_e
         assert buses.of(_hit(elsewhere)) is None
 
 
-def test_the_hit_header_carries_the_run():
+def test_the_hit_header_carries_the_run() -> None:
     prefix = run_prefix(new_run_id())
     assert Hit.from_header(_hit(prefix).header()).bus == prefix
     # A hit from before the field existed still parses (no run: a single-run provider ignores it).

@@ -21,7 +21,7 @@ from workers import http_probes, scope
 
 
 class _Provider(BaseHTTPRequestHandler):
-    def _answer(self, status: int, body: dict) -> None:
+    def _answer(self, status: int, body: dict[str, object]) -> None:
         raw = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Length", str(len(raw)))
@@ -101,12 +101,12 @@ CLIENTS: dict[str, Callable[[str, str, float], None]] = {
     "requests": _requests,
     "urllib3": _urllib3,
 }
-TIMEOUTS = {"httpx": httpx.TimeoutException, "httpx-async": httpx.TimeoutException}
+TIMEOUTS: dict[str, type[Exception]] = {"httpx": httpx.TimeoutException, "httpx-async": httpx.TimeoutException}
 TIMEOUTS |= {"requests": requests.Timeout, "urllib3": urllib3.exceptions.TimeoutError}
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_the_first_effect_call_passes_both_boundaries(seen, client):
+def test_the_first_effect_call_passes_both_boundaries(seen: tuple[str, list[str]], client: str) -> None:
     base, events = seen
     call = CLIENTS[client]
     call("GET", f"{base}/effects", 2.0)  # a lookup: answered, not an effect
@@ -116,26 +116,26 @@ def test_the_first_effect_call_passes_both_boundaries(seen, client):
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_calls_elsewhere_pass_untouched(seen, server, client):
+def test_calls_elsewhere_pass_untouched(seen: tuple[str, list[str]], server: str, client: str) -> None:
     _, events = seen
     CLIENTS[client]("POST", f"{server}/api/charges", 2.0)  # the provider, but not this attempt's scope
     assert events == []
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_a_timed_out_effect_call_is_reported_at_once(seen, client):
+def test_a_timed_out_effect_call_is_reported_at_once(seen: tuple[str, list[str]], client: str) -> None:
     base, events = seen
     with pytest.raises(TIMEOUTS[client]):
         CLIENTS[client]("POST", f"{base}/api/slow", 0.1)
     assert events == ["before-request", "timed out"]
 
 
-def test_outside_an_attempt_nothing_is_observed(server):
+def test_outside_an_attempt_nothing_is_observed(server: str) -> None:
     assert requests.post(f"{server}/s/token/api/charges", json={}, timeout=2).status_code == 201
     boundary("before-request")  # a no-op outside the lab
 
 
-def test_the_users_own_boundary_counts_once_per_attempt(seen):
+def test_the_users_own_boundary_counts_once_per_attempt(seen: tuple[str, list[str]]) -> None:
     base, events = seen
     boundary("before-request")
     requests.post(f"{base}/api/charges", json={}, timeout=2)
@@ -144,6 +144,6 @@ def test_the_users_own_boundary_counts_once_per_attempt(seen):
 
 
 @pytest.mark.parametrize(("name", "message"), [("middle", "unknown boundary"), ("after-effect", "in the provider")])
-def test_boundary_names_are_checked(name, message):
+def test_boundary_names_are_checked(name: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         boundary(name)

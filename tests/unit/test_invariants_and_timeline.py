@@ -3,7 +3,7 @@ from testbed.judge.checker import Counts
 from testbed.report import replays
 
 
-def test_invariants_name_what_broke():
+def test_invariants_name_what_broke() -> None:
     assert invariants.broken("provider-key", Counts(intended=10, effects=10)) == []
     assert invariants.broken("provider-key", Counts(duplicate_effects=2)) == ["no effect twice: duplicateEffects = 2"]
     assert invariants.broken("record-before", Counts(missing_operations=3, false_completions=3)) == []
@@ -11,7 +11,7 @@ def test_invariants_name_what_broke():
     assert invariants.broken("fresh-key", Counts(jobs_failed=1)) == ["every job ends: jobsFailed = 1"]
 
 
-def test_timeline_shows_killed_ops_only_in_time_order():
+def test_timeline_shows_killed_ops_only_in_time_order() -> None:
     history = {
         "op-1": [
             {"event": "attempt-start", "at": 10.0, "attempt": 1, "worker": "w1", "pid": 11},
@@ -31,7 +31,7 @@ def test_timeline_shows_killed_ops_only_in_time_order():
     assert lines[4].endswith("attempt 2 ended: completed (eff_1)")
 
 
-def test_latency_summary():
+def test_latency_summary() -> None:
     stats = {"min": 1.0, "median": 2.0, "p99": 3.0, "max": 4.0}
     assert replays.summary(stats, 4).endswith("1.0 / 2.0 / 3.0 / 4.0 ms")
     assert replays.summary(None, 0) == "0 kill(s), no replay observed"

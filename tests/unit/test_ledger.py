@@ -1,6 +1,10 @@
 """The provider's one state machine, run by the SQLite store and by the model's
 in-memory state: the same requests get the same answers and leave the same records."""
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from labcore.payloads import fingerprint
@@ -14,10 +18,13 @@ BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hi"}
 FP = fingerprint(BODY)
 
 
-def script(run):
+Run = Callable[..., object]  # one of the state machine's operations, by name, with its arguments
+
+
+def script(run: Run) -> list[object]:
     """A story through every operation: send, replay, conflict, in flight, drop,
     expiry, decline, withdraw, lookups and listings. Returns what each step answered."""
-    seen = []
+    seen: list[object] = []
     t = SendTicket("l", "op-1", "k", FP, 1)
     seen.append(run("admit", t))
     seen.append(run("admit", t))  # 409: in flight
@@ -35,18 +42,19 @@ def script(run):
     return seen
 
 
-def store_runner(tmp_path, contract):
+def store_runner(tmp_path: Path, contract: Contract) -> tuple[Store, Run]:
     store = Store(tmp_path / "log.sqlite3")
     store.put_ledger("l", contract)
 
-    def run(op, *args):
+    def run(op: str, *args: Any) -> object:
         if op == "admit":
             answer = store.admit(args[0])
             return None if answer is None else (answer.status, answer.replayed)
         if op == "apply":
             return store.apply(*args).status
         if op == "drop":
-            return store.drop(args[0])
+            store.drop(args[0])
+            return None
         if op == "lookup":
             return store.lookup("l", "op-1")[0]
         if op == "listing":
@@ -58,17 +66,18 @@ def store_runner(tmp_path, contract):
     return store, run
 
 
-def model_runner(contract):
+def model_runner(contract: Contract) -> tuple[_Provider, Run]:
     state = _Provider(contract)
 
-    def run(op, *args):
+    def run(op: str, *args: Any) -> object:
         if op == "admit":
             answer = ledger.admit(state, args[0])
             return None if answer is None else (answer.status, answer.replayed)
         if op == "apply":
             return ledger.apply(state, *args).status
         if op == "drop":
-            return ledger.drop(state, args[0])
+            ledger.drop(state, args[0])
+            return None
         if op == "lookup":
             return ledger.lookup(state, "op-1")[0]
         if op == "listing":
@@ -81,7 +90,7 @@ def model_runner(contract):
 
 
 @pytest.mark.parametrize("contract", [Contract(), Contract(dedup=False)])
-def test_store_and_model_answer_alike_and_record_alike(tmp_path, contract):
+def test_store_and_model_answer_alike_and_record_alike(tmp_path: Path, contract: Contract) -> None:
     store, on_disk = store_runner(tmp_path, contract)
     state, in_memory = model_runner(contract)
     assert script(on_disk) == script(in_memory)

@@ -13,7 +13,9 @@ from testbed.judge.model import inexact_facts, inexact_fields, predict_ops
 B, F = Boundary, Fault
 
 
-def one_op(strategy: str, *strikes: Armed, retries: int = 3, scenario: str = "none"):
+def one_op(
+    strategy: str, *strikes: Armed, retries: int = 3, scenario: str = "none"
+) -> tuple[tuple[int, int, int, int, str | None, bool], int, int]:
     """The op's facts, kills and faults hit, as the model predicts them."""
     schedule = Schedule((strikes,), scenario, retries)
     ((_, facts, kills, faults),) = predict_ops(Cell.trial(strategy, schedule, False), schedule, 1, retries)
@@ -48,16 +50,22 @@ def one_op(strategy: str, *strikes: Armed, retries: int = 3, scenario: str = "no
          (3, 2, 2, 0, "completed", False), 2, 2),
     ],
 )  # fmt: skip
-def test_several_faults_on_one_op(strategy, strikes, facts, kills, faults):
+def test_several_faults_on_one_op(
+    strategy: str,
+    strikes: tuple[Armed, ...],
+    facts: tuple[int, int, int, int, str | None, bool],
+    kills: int,
+    faults: int,
+) -> None:
     assert one_op(strategy, *strikes) == (facts, kills, faults)
 
 
-def test_a_job_out_of_retries_fails_with_nothing_sent_through():
+def test_a_job_out_of_retries_fails_with_nothing_sent_through() -> None:
     strikes = (Armed(1, B.BEFORE_EFFECT, F.KILL), Armed(2, B.BEFORE_EFFECT, F.KILL))
     assert one_op("retry-only", *strikes, retries=1) == ((2, 0, 2, 0, None, True), 2, 2)
 
 
-def test_every_fault_after_the_first_changes_the_world_again():
+def test_every_fault_after_the_first_changes_the_world_again() -> None:
     # Each settle withdraws the op's effects: both attempts' effects end withdrawn, the third is unresolved.
     strikes = (Armed(1, B.AFTER_EFFECT, F.KILL), Armed(2, B.AFTER_EFFECT, F.KILL))
     schedule = Schedule((strikes,), "withdrawn", 3)
@@ -65,7 +73,7 @@ def test_every_fault_after_the_first_changes_the_world_again():
     assert (op.effects, op.withdrawn, op.attempts) == (3, 2, 3)
 
 
-def test_what_timing_leaves_open_is_reported_not_compared():
+def test_what_timing_leaves_open_is_reported_not_compared() -> None:
     assert inexact_facts([F.KILL, F.TIMEOUT]) == frozenset()
     assert inexact_facts([F.KILL, F.LATE]) == {"sends", "lookups"}
     # A held job and its duplicate end at once: which conclusion lands last is timing.

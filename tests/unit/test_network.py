@@ -17,7 +17,7 @@ CUT = [
 ]
 
 
-def test_a_cut_drops_the_providers_port_both_ways_before_the_local_rule_accepts_it():
+def test_a_cut_drops_the_providers_port_both_ways_before_the_local_rule_accepts_it() -> None:
     commands = [" ".join(c) for c in cut_commands(Peer("10.0.0.2", 8080))]
     assert commands == [
         "ip -4 rule add pref 1 from 10.0.0.2 ipproto tcp sport 8080 blackhole",
@@ -28,7 +28,7 @@ def test_a_cut_drops_the_providers_port_both_ways_before_the_local_rule_accepts_
     assert cut_commands(Peer("fd00::2", 80))[0][:2] == ["ip", "-6"]
 
 
-def test_healing_puts_local_back_in_front_first_then_removes_the_cut():
+def test_healing_puts_local_back_in_front_first_then_removes_the_cut() -> None:
     assert [" ".join(c) for c in heal_commands("-4", CUT)] == [
         "ip -4 rule add pref 0 lookup local",
         "ip -4 rule del pref 3 lookup local",
@@ -45,11 +45,11 @@ def test_healing_puts_local_back_in_front_first_then_removes_the_cut():
         [*UNTOUCHED, {"priority": CUT_IN, "src": "10.9.0.0/16", "table": "vpn"}],
     ],
 )
-def test_nothing_to_heal_changes_nothing(rules):
+def test_nothing_to_heal_changes_nothing(rules: list[dict[str, object]]) -> None:
     assert heal_commands("-4", rules) == []
 
 
-def test_a_cut_left_half_made_is_healed_too():
+def test_a_cut_left_half_made_is_healed_too() -> None:
     half = [UNTOUCHED[0], CUT[0], *UNTOUCHED[1:]]
     assert [" ".join(c) for c in heal_commands("-4", half)] == [
         "ip -4 rule del pref 1 from 10.0.0.2 ipproto tcp sport 8080 blackhole"

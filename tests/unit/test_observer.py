@@ -8,7 +8,7 @@ def start(op: str, attempt: int, ts: float) -> Event:
     return Event(EventKind.ATTEMPT_START, "c001", op, attempt, 100 + attempt, f"w{attempt}", ts)
 
 
-def test_replay_clock_measures_kill_to_the_next_attempt_only():
+def test_replay_clock_measures_kill_to_the_next_attempt_only() -> None:
     clock = ReplayClock()
     clock.killed("op", at=10.0, attempt=1)
     assert clock.started("op", at=10.2, attempt=1) is None  # the killed attempt itself
@@ -16,7 +16,7 @@ def test_replay_clock_measures_kill_to_the_next_attempt_only():
     assert clock.started("op", at=11.0, attempt=3) is None  # measured once
 
 
-def test_observations_count_kills_and_latencies_and_keep_history():
+def test_observations_count_kills_and_latencies_and_keep_history() -> None:
     seen = CellObservations()
     seen.event(start("op", 1, 1.0))
     seen.note("op", EventKind.HIT, 1.01, attempt=1, boundary="after-effect", fault="kill", pid=101)
@@ -28,14 +28,14 @@ def test_observations_count_kills_and_latencies_and_keep_history():
     assert kinds == ["attempt-start", "hit", "killed", "attempt-start"]
 
 
-def test_without_history_only_counts_are_kept():
+def test_without_history_only_counts_are_kept() -> None:
     seen = CellObservations(keep_history=False)
     seen.note("op", EventKind.KILLED, 1.0, attempt=1)
     seen.event(start("op", 2, 1.5))
     assert seen.history == {} and seen.kill_count == 1 and list(seen.replay_latencies_ms) == [500.0]
 
 
-def test_stored_history_gives_the_same_latency():
+def test_stored_history_gives_the_same_latency() -> None:
     seen = CellObservations()
     seen.event(start("op", 1, 5.0))
     seen.note("op", EventKind.KILLED, 5.1, attempt=1, boundary="before-effect", worker="w1", pids=[1])
@@ -46,8 +46,8 @@ def test_stored_history_gives_the_same_latency():
     assert replay_latency([Noted(EventKind.ATTEMPT_START, 1.0, {"attempt": 1})]) is None
 
 
-def test_a_stored_history_replayed_gives_the_counts_the_run_had():
-    live, stored = [], []
+def test_a_stored_history_replayed_gives_the_counts_the_run_had() -> None:
+    stored: list[tuple[str, Noted]] = []
     seen = CellObservations(keep_history=False, sink=lambda op, entry: stored.append((op, entry)))
     seen.event(start("op", 1, 1.0))
     seen.note("op", EventKind.HIT, 1.01, attempt=1)

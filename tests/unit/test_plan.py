@@ -3,18 +3,18 @@ from labcore.faults import Fault
 from labcore.plan import Armed, EveryNth, Random, decode, encode
 
 
-def test_article_plan_faults_the_first_attempt_of_every_tenth_op():
+def test_article_plan_faults_the_first_attempt_of_every_tenth_op() -> None:
     plan = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)
     armed = {seq: plan.armed(seq) for seq in range(1, 101)}
     assert [seq for seq, a in armed.items() if a] == list(range(10, 101, 10))
     assert armed[40] == (Armed(1, Boundary.AFTER_EFFECT, Fault.KILL),)
 
 
-def test_control_plan_arms_nothing():
+def test_control_plan_arms_nothing() -> None:
     assert not any(EveryNth(10, None, Fault.KILL).armed(seq) for seq in range(1, 101))
 
 
-def test_random_plan_is_seeded_and_never_arms_the_last_attempt():
+def test_random_plan_is_seeded_and_never_arms_the_last_attempt() -> None:
     plan = Random(0.5, ORDER, Fault.KILL, retries=2, seed=7)
     first = [plan.armed(seq) for seq in range(1, 500)]
     assert first == [Random(0.5, ORDER, Fault.KILL, retries=2, seed=7).armed(seq) for seq in range(1, 500)]
@@ -25,7 +25,7 @@ def test_random_plan_is_seeded_and_never_arms_the_last_attempt():
     assert 0.6 < share < 0.9  # 1 - 0.5**2 = 0.75
 
 
-def test_plan_encoding_round_trips():
+def test_plan_encoding_round_trips() -> None:
     armed = (Armed(1, Boundary.JOB_START, Fault.KILL_WORKER), Armed(2, Boundary.BEFORE_EFFECT, Fault.LATE))
     assert decode(encode(armed)) == armed
     assert decode(None) == ()

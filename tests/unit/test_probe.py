@@ -21,7 +21,7 @@ def probe(bus: Bus, *armed: Armed) -> Probe:
     return Probe(bus, "c001", "op-10", 10, 1, armed)
 
 
-def test_an_unanswered_call_is_the_crash_only_if_its_armed_request_reached_its_boundary(bus):
+def test_an_unanswered_call_is_the_crash_only_if_its_armed_request_reached_its_boundary(bus: Bus) -> None:
     armed = probe(bus, Armed(1, Boundary.AFTER_EFFECT, Fault.PROVIDER_CRASH))
     # Another op's crash took the provider before this request reached its boundary.
     assert armed.died_unprocessed()
@@ -31,7 +31,7 @@ def test_an_unanswered_call_is_the_crash_only_if_its_armed_request_reached_its_b
     assert not armed.died_unprocessed()
 
 
-def test_any_other_call_in_a_crash_cell_died_unprocessed(bus):
+def test_any_other_call_in_a_crash_cell_died_unprocessed(bus: Bus) -> None:
     """The provider drains before it dies: what was in progress finished first."""
     assert probe(bus).died_unprocessed()
     assert probe(bus, Armed(1, Boundary.AFTER_EFFECT, Fault.TIMEOUT)).died_unprocessed()

@@ -10,11 +10,11 @@ from provider.gate import Gate
 from provider.holds import Holds
 
 
-def test_the_bus_is_connected_by_the_first_armed_request_and_only_once():
+def test_the_bus_is_connected_by_the_first_armed_request_and_only_once() -> None:
     connected: list[RunBuses] = []
 
     def connect() -> RunBuses:
-        connected.append(RunBuses(redis=None))  # type: ignore[arg-type]  (no command is sent here)
+        connected.append(RunBuses(redis=None))  # type: ignore[arg-type]  # no command is sent here
         return connected[-1]
 
     holds = Holds(connect, Gate())
@@ -30,6 +30,6 @@ def test_the_bus_is_connected_by_the_first_armed_request_and_only_once():
     assert len(connected) == 1
 
 
-def test_a_provider_without_a_bus_holds_nothing():
+def test_a_provider_without_a_bus_holds_nothing() -> None:
     hit = Hit("c001:10:1:after-effect", "c001", "op", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1")
     assert Holds(None, Gate()).at(Boundary.AFTER_EFFECT, hit) is None

@@ -345,7 +345,7 @@ def test_a_client_over_its_share_of_connections_is_answered_503_and_closed() -> 
     """A stranger past its cap; every stranger past theirs together; everyone past the total. The
     provider's own user only past the total, and a connection closed frees its place."""
     own = os.geteuid()
-    clients: list[Client] = [own + 1] * 3 + [own + 2] * 2 + [own + 3] + [own] * 3 + [own + 1, own]
+    clients: list[Client] = [*[own + 1] * 3, *[own + 2] * 2, own + 3, *[own] * 3, own + 1, own]
 
     async def connect() -> list[int]:
         budget = Budget(total=6, strangers=4, per_client=2)
@@ -417,6 +417,8 @@ def _held(data: bytes, while_held: Callable[[Connection, Recorder], None]) -> tu
         release.wait(5)
         return ARMED
 
+    connection: Connection
+
     async def serve() -> Recorder:
         nonlocal connection
         service = Told(lambda: HeldSend(hold, lambda: done.append(connection.in_progress)))
@@ -431,7 +433,6 @@ def _held(data: bytes, while_held: Callable[[Connection, Recorder], None]) -> tu
             await asyncio.sleep(0.001)
         return recorder
 
-    connection: Connection
     return asyncio.run(serve()), done
 
 

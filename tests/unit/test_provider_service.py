@@ -12,6 +12,7 @@ import pytest
 
 from labcore.boundaries import Boundary
 from labcore.events import Hit
+from labcore.faults import Fault
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.openapi import document
@@ -37,7 +38,7 @@ class BrokenBus(Holds):
 
 
 def _hit(boundary: Boundary = Boundary.BEFORE_EFFECT) -> str:
-    return Hit("h1", "c", "op-1", 1, boundary, "kill", 1, "w1").header()
+    return Hit("h1", "c", "op-1", 1, boundary, Fault.KILL, 1, "w1").header()
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,13 +17,15 @@ from testbed.report.latency import recovery_mode, replay_latency
 from testbed.store import history
 from testbed.store import results as stored
 from testbed.store.series import Series
-from tests.support.dom import parse
+from tests.support.dom import Node, parse
 from tests.support.rows import row
 
 T = 1_796_000_000.0
 
 
-def horse_killed(t: float, worker: str = "w1", pid: int = 100, again: str = "w2", again_pid: int = 101) -> list:
+def horse_killed(
+    t: float, worker: str = "w1", pid: int = 100, again: str = "w2", again_pid: int = 101
+) -> list[dict[str, Any]]:
     """A work-horse killed after the effect; RQ's Retry brings the job back in another worker."""
     return [
         {"event": "attempt-start", "at": t, "attempt": 1, "pid": pid, "worker": worker, "enqueuedAt": t - 0.1},
@@ -36,7 +40,7 @@ def horse_killed(t: float, worker: str = "w1", pid: int = 100, again: str = "w2"
     ]
 
 
-def worker_killed(t: float) -> list:
+def worker_killed(t: float) -> list[dict[str, Any]]:
     """A worker and its work-horse killed; forced recovery requeues the job, a fresh worker replaces it."""
     return [
         {"event": "attempt-start", "at": t, "attempt": 1, "pid": 200, "worker": "w3", "enqueuedAt": t - 0.1},
@@ -50,7 +54,7 @@ def worker_killed(t: float) -> list:
     ]
 
 
-def timed_out(t: float) -> list:
+def timed_out(t: float) -> list[dict[str, Any]]:
     """A held request: the call times out, nothing is killed, the retry runs."""
     return [
         {"event": "attempt-start", "at": t, "attempt": 1, "pid": 300, "worker": "w1", "enqueuedAt": t - 0.1},
@@ -62,7 +66,7 @@ def timed_out(t: float) -> list:
     ]
 
 
-def chaos_results() -> dict:
+def chaos_results() -> dict[str, Any]:
     """Four strategies-by-boundary cells of kill, one timeout cell, one cell that differs."""
     lat = {"min": 300.0, "median": 300.0, "p99": 300.0, "max": 300.0}
     failing = row(
@@ -133,7 +137,7 @@ def chaos_results() -> dict:
     )
 
 
-def document_of(**fields) -> dict:
+def document_of(**fields: Any) -> dict[str, Any]:
     """A results document as a run writes it (no command: as the oldest runs), with these fields."""
     return {
         "testbed": "0.1.0",
@@ -149,11 +153,11 @@ def document_of(**fields) -> dict:
 
 
 @pytest.fixture
-def page():
+def page() -> Node:
     return parse(html.render(stored.parse(chaos_results())))
 
 
-def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page):
+def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page: Node) -> None:
     rows = stored.parse(chaos_results()).rows
     labels = {c.attrs["data-cell"] for c in page.find_all("td", "cell")}
     assert labels == {reading.label(r) for r in rows} and len(labels) == len(rows)
@@ -167,7 +171,7 @@ def test_every_cell_is_in_a_heatmap_coloured_by_what_it_shows(page):
     assert len(controls) == 3 and all("outcome-clean" in c.classes for c in controls)  # one per group
 
 
-def test_one_group_per_fault_and_scenario_with_its_text_table(page):
+def test_one_group_per_fault_and_scenario_with_its_text_table(page: Node) -> None:
     groups = {(g.attrs["data-fault"], g.attrs["data-scenario"]) for g in page.find_all("div", "group")}
     assert groups == {("kill", "none"), ("timeout", "none"), ("kill-worker", "none")}
     kill = page.one("div", "group", data_fault="kill", data_scenario="none")
@@ -178,9 +182,9 @@ def test_one_group_per_fault_and_scenario_with_its_text_table(page):
     assert len(page.one("div", "group", data_fault="timeout").find_all("td", "cell")) == 3
 
 
-def celery_results() -> dict:
+def celery_results() -> dict[str, Any]:
     """A Celery run: the same strategies under two delivery settings, a kill-worker cell under one."""
-    killed = {"kills": 1, "faults": 1, "replays": 1}
+    killed: dict[str, Any] = {"kills": 1, "faults": 1, "replays": 1}
     rows = [
         row("retry-only", "none", delivery="early-ack"),
         row("retry-only", "before-effect", effects=9, missingOperations=1, kills=1, faults=1, delivery="early-ack"),
@@ -206,7 +210,7 @@ def celery_results() -> dict:
     return document_of(options={"ops": 10, "retries": 1, "engine": "celery"}, rows=rows)
 
 
-def test_a_celery_run_has_one_group_per_delivery_setting_titled_as_its_tables():
+def test_a_celery_run_has_one_group_per_delivery_setting_titled_as_its_tables() -> None:
     results = stored.parse(celery_results())
     dom = parse(html.render(results))
     groups = dom.find_all("div", "group")
@@ -241,7 +245,7 @@ def test_a_celery_run_has_one_group_per_delivery_setting_titled_as_its_tables():
     ]
 
 
-def test_one_timeline_per_cell_a_row_per_faulted_op(page):
+def test_one_timeline_per_cell_a_row_per_faulted_op(page: Node) -> None:
     figures = {f.attrs["data-cell"]: f for f in page.find_all("figure", "cell-timeline")}
     assert {label: [r.attrs["data-op"] for r in f.find_all("g", "op-row")] for label, f in figures.items()} == {
         "retry-only @ after-effect (kill)": ["tenant-demo:notification:5"],
@@ -269,7 +273,7 @@ def test_one_timeline_per_cell_a_row_per_faulted_op(page):
     assert "open" in cell.attrs
 
 
-def test_replay_latency_plotted_per_recovery_mode(page):
+def test_replay_latency_plotted_per_recovery_mode(page: Node) -> None:
     plots = {p.attrs["data-mode"]: p for p in page.find_all("figure", "latency-plot")}
     assert set(plots) == {"kill (work-horse), requeued by RQ's Retry", "kill-worker, forced recovery"}
     horse = plots["kill (work-horse), requeued by RQ's Retry"]
@@ -279,7 +283,7 @@ def test_replay_latency_plotted_per_recovery_mode(page):
     assert len(horse.one("g", "strip", data_kind="requeue").find_all("circle", "dot")) == 2
 
 
-def test_a_failing_cell_lists_its_differences_and_ops(page):
+def test_a_failing_cell_lists_its_differences_and_ops(page: Node) -> None:
     failure = page.one("div", "failure")
     assert failure.attrs["data-cell"] == "retry-only @ after-effect (kill)"
     assert [li.all_text() for li in failure.one("ul", "differences").find_all("li")] == [
@@ -290,7 +294,7 @@ def test_a_failing_cell_lists_its_differences_and_ops(page):
     assert op.find_all("svg", "timeline-svg") and op.find_all("table", "events")
 
 
-def test_the_page_needs_nothing_from_elsewhere():
+def test_the_page_needs_nothing_from_elsewhere() -> None:
     markup = html.render(stored.parse(chaos_results()))
     dom = parse(markup)
     assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
@@ -298,7 +302,7 @@ def test_the_page_needs_nothing_from_elsewhere():
     assert "https://" not in markup and "@import" not in markup and "url(" not in markup
 
 
-def test_history_stream_replaces_the_rows_history():
+def test_history_stream_replaces_the_rows_history() -> None:
     results = chaos_results()
     results["rows"] = [row("retry-only", "after-effect", kills=1, faults=1, cell="c001")]  # no history in the row
     key = {"type": "event", "cell": "c001"}
@@ -314,7 +318,7 @@ def test_history_stream_replaces_the_rows_history():
     assert len(events.one("table", "events").find_all("tr")) == 1 + len(horse_killed(T))
 
 
-def test_load_run_draws_throughput_kills_and_effects_per_strategy():
+def test_load_run_draws_throughput_kills_and_effects_per_strategy() -> None:
     series = Series(interval=1.0, limit=4)
     for second in range(10):
         series.sample(second, over=second * 10, kills=second, effects=second * 11)
@@ -340,7 +344,7 @@ def test_load_run_draws_throughput_kills_and_effects_per_strategy():
     assert without.find_all("section", id="load") and not without.find_all("figure", "load-plot")
 
 
-def test_replay_latency_of_an_op():
+def test_replay_latency_of_an_op() -> None:
     horse = replay_latency(horse_killed(T))
     assert horse is not None
     assert horse.requeue_ms == pytest.approx(5.0, abs=0.01) and horse.replay_ms == pytest.approx(300.0, abs=0.01)
@@ -352,7 +356,7 @@ def test_replay_latency_of_an_op():
     assert recovery_mode("kill-worker", [], "rq") == "kill-worker, rq recovery"
 
 
-def test_stored_rows_print_the_runs_table():
+def test_stored_rows_print_the_runs_table() -> None:
     rows = stored.parse(chaos_results()).rows[:5]
     grid = tables.grids(rows, tables.stored_row_key)[0]
     assert grid.columns == ["none", "before-effect", "after-effect"]
@@ -365,7 +369,7 @@ def test_stored_rows_print_the_runs_table():
     ]
 
 
-def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
+def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path: Path) -> None:
     results = chaos_results()
     path = tmp_path / "ci" / "junit.xml"
     write_junit(path, stored.parse(results))
@@ -387,7 +391,7 @@ def test_junit_one_case_per_cell_failures_with_their_differences(tmp_path):
     assert {"retry-only @ none", "provider-key @ before-effect (timeout)"} <= names
 
 
-def test_junit_of_an_incomplete_run_is_in_error_naming_the_part_and_the_cells_not_judged(tmp_path):
+def test_junit_of_an_incomplete_run_is_in_error_naming_the_part_and_the_cells_not_judged(tmp_path: Path) -> None:
     results = chaos_results() | {"incomplete": True, "failure": "the provider died (pid 42, SIGKILL)"}
     results |= {"notRun": ["provider-key @ after-effect (kill)"], "verdict": "incomplete"}
     path = tmp_path / "junit.xml"
@@ -400,7 +404,7 @@ def test_junit_of_an_incomplete_run_is_in_error_naming_the_part_and_the_cells_no
     assert "not judged: provider-key @ after-effect (kill)" in (error.text or "")
 
 
-def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
+def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only() -> None:
     a = chaos_results()
     b = copy.deepcopy(a)
     moved = b["rows"][3]  # provider-key @ after-effect (kill)
@@ -423,7 +427,7 @@ def test_compare_finds_the_changed_cell_its_latency_and_cells_in_one_only():
     assert render_text([], "a", "b") == "a -> b: every cell shows the same counts and verdict"
 
 
-def test_compare_says_when_two_runs_share_no_cell():
+def test_compare_says_when_two_runs_share_no_cell() -> None:
     a = stored.parse(chaos_results())
     unrelated = copy.deepcopy(chaos_results())
     unrelated["rows"] = [row("reconcile", "none"), row("fresh-key", "after-effect")]
@@ -433,7 +437,7 @@ def test_compare_says_when_two_runs_share_no_cell():
     assert text.startswith("a -> b: no cell in common, nothing to compare (")
 
 
-def test_compare_lists_a_cell_whose_replays_got_much_slower():
+def test_compare_lists_a_cell_whose_replays_got_much_slower() -> None:
     a = chaos_results()
     b = copy.deepcopy(a)
     b["rows"][3]["replayLatencyMs"] = {"min": 900.0, "median": 900.0, "p99": 900.0, "max": 900.0}
@@ -442,7 +446,7 @@ def test_compare_lists_a_cell_whose_replays_got_much_slower():
     assert compare(stored.parse(a), stored.parse(b), latency_factor=None) == []
 
 
-def test_the_run_caption_names_the_faulted_ops_in_english():
+def test_the_run_caption_names_the_faulted_ops_in_english() -> None:
     assert tables.run_caption(100, 10, 1) == "100 ops per cell, first attempt of every 10th op faulted, 1 retry"
     assert [tables.run_caption(20, n, 2).split("every ")[1].split(" faulted")[0] for n in (1, 2, 3, 11, 22)] == [
         "op",

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,33 +22,34 @@ from testbed.store import history
 from testbed.store import results as stored
 from testbed.store.results import HeldOp
 from tests.support.dom import parse
-from tests.unit.test_report_render import document_of, row
+from tests.support.rows import row
+from tests.unit.test_report_render import document_of
 
 T = 1_796_000_000.0
 OP = "tenant-demo:notification:5"
 HELD = HeldOp(op=OP, state="unresolved", reason="the provider answered 410: withdrawn")
 
 
-def local(op: str = OP, outcome: str | None = "completed", attempts: int = 2, **more) -> history.LocalFacts:
+def local(op: str = OP, outcome: str | None = "completed", attempts: int = 2, **more: object) -> history.LocalFacts:
     fields = {"op": op, "attempts": attempts, "outcome": outcome, "detail": "", "jobFailed": False} | more
     return history.LocalFacts.model_validate_json(json.dumps(fields))
 
 
-def start(t: float, attempt: int, worker: str, pid: int, enqueued: float | None = None) -> dict:
+def start(t: float, attempt: int, worker: str, pid: int, enqueued: float | None = None) -> dict[str, Any]:
     return {"event": "attempt-start", "at": t, "attempt": attempt, "pid": pid, "worker": worker} | (
         {"enqueuedAt": enqueued} if enqueued is not None else {}
     )
 
 
-def end(t: float, attempt: int, worker: str, pid: int, outcome: str = "completed") -> dict:
+def end(t: float, attempt: int, worker: str, pid: int, outcome: str = "completed") -> dict[str, Any]:
     return {"event": "attempt-end", "at": t, "attempt": attempt, "pid": pid, "worker": worker, "outcome": outcome}
 
 
-def hit(t: float, boundary: str = "after-effect", fault: str = "kill", attempt: int = 1) -> dict:
+def hit(t: float, boundary: str = "after-effect", fault: str = "kill", attempt: int = 1) -> dict[str, Any]:
     return {"event": "hit", "at": t, "attempt": attempt, "boundary": boundary, "fault": fault, "pid": 100}
 
 
-def horse_killed_after_effect(t: float = T) -> list[dict]:
+def horse_killed_after_effect(t: float = T) -> list[dict[str, Any]]:
     """The effect applied, the work-horse killed before it heard; RQ's Retry runs it again."""
     return [
         start(t, 1, "w1", 100, t - 0.1),
@@ -64,7 +66,7 @@ def twice(t: float = T) -> AtProvider:
     return AtProvider(2, 0, 0, (Effect(t + 0.009, 1), Effect(t + 0.309, 2)))
 
 
-def test_a_duplicated_op_shows_both_effects_the_hit_and_the_kill_apart():
+def test_a_duplicated_op_shows_both_effects_the_hit_and_the_kill_apart() -> None:
     ledger = Ledger({OP: twice()})
     model = cell_timeline(CellFacts({OP: horse_killed_after_effect()}, [[local()]], ledger, "log"))
     (op,) = model.rows
@@ -86,7 +88,7 @@ def test_a_duplicated_op_shows_both_effects_the_hit_and_the_kill_apart():
     assert (queued.kind, queued.bar, round(queued.start, 1), round(queued.end or 0, 1)) == ("queued", 1, 120.0, 400.0)
 
 
-def test_a_provider_crash_is_drawn_as_the_provider_killed_and_back():
+def test_a_provider_crash_is_drawn_as_the_provider_killed_and_back() -> None:
     """The kill names the provider, not a worker (the report of a full matrix crashed on it)."""
     events = [
         start(T, 1, "w1", 100, T - 0.05),
@@ -120,7 +122,7 @@ def test_a_provider_crash_is_drawn_as_the_provider_killed_and_back():
     assert died.outcome == "missing" and died.bars[0].how == "open"
 
 
-def test_a_partition_cuts_the_host_off_until_it_heals_and_counts_come_from_the_audit():
+def test_a_partition_cuts_the_host_off_until_it_heals_and_counts_come_from_the_audit() -> None:
     events = [
         start(T, 1, "hostA/w1", 100, T - 0.05),
         hit(T + 0.010, fault="partition"),
@@ -142,7 +144,9 @@ def test_a_partition_cuts_the_host_off_until_it_heals_and_counts_come_from_the_a
     assert [m.kind for m in op.marks if m.track == "attempt"] == ["timeout"]
     assert not [m for m in op.marks if m.kind == "effect"]  # an audit keeps counts, no times
     # an op the audit did not answer for is not known, never taken as missing
-    assert audit.ledger("l").of("another op") is None and audit.ledger("elsewhere").of(OP) is None
+    ledger, elsewhere = audit.ledger("l"), audit.ledger("elsewhere")
+    assert ledger is not None and ledger.of("another op") is None
+    assert elsewhere is not None and elsewhere.of(OP) is None
 
 
 @pytest.mark.parametrize(
@@ -167,12 +171,19 @@ def test_a_partition_cuts_the_host_off_until_it_heals_and_counts_come_from_the_a
         ),
     ],
 )
-def test_what_became_of_an_op(at_provider, facts, held, breach, outcome, word):
+def test_what_became_of_an_op(
+    at_provider: list[AtProvider | None],
+    facts: list[history.LocalFacts],
+    held: HeldOp | None,
+    breach: str | None,
+    outcome: str,
+    word: str,
+) -> None:
     judged = judge(at_provider, facts, held, breach)
     assert (judged.outcome, judged.word) == (outcome, word)
 
 
-def test_bad_ops_first_at_most_n_rows_and_the_page_says_how_it_chose():
+def test_bad_ops_first_at_most_n_rows_and_the_page_says_how_it_chose() -> None:
     events, intents, ops = {}, [], {}
     for n in range(1, 121):
         op = f"op-{n}"
@@ -197,7 +208,7 @@ def test_bad_ops_first_at_most_n_rows_and_the_page_says_how_it_chose():
     assert as_many.sampling().startswith("4 of 121 ops shown: its 4 bad ops, none of the 117 others.")
 
 
-def test_an_effect_on_a_clock_the_scenario_moved_is_drawn_at_its_attempts_answer():
+def test_an_effect_on_a_clock_the_scenario_moved_is_drawn_at_its_attempts_answer() -> None:
     """key-expired moves the ledger's clock a day on at each fault: the replay's effect is a day late."""
     moved = AtProvider(2, 0, 0, (Effect(T + 0.009, 1), Effect(T + 86_401 + 0.309, 2)))
     model = cell_timeline(CellFacts({OP: horse_killed_after_effect()}, [[local()]], Ledger({OP: moved}), "log"))
@@ -207,7 +218,7 @@ def test_an_effect_on_a_clock_the_scenario_moved_is_drawn_at_its_attempts_answer
     assert model.end < 1000  # the axis is the cell's, not a day long
 
 
-def test_a_duplicate_job_runs_beside_the_first_and_a_withdrawal_is_the_providers():
+def test_a_duplicate_job_runs_beside_the_first_and_a_withdrawal_is_the_providers() -> None:
     events = [
         start(T, 1, "w1", 100),
         hit(T + 0.010, "before-effect", "hold"),
@@ -228,7 +239,7 @@ def test_a_duplicate_job_runs_beside_the_first_and_a_withdrawal_is_the_providers
     assert [m.kind for m in op.marks if m.track == "provider"] == ["effect", "withdrawn"]  # the log's own time
 
 
-def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot():
+def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot() -> None:
     ledger = Ledger({OP: twice()})
     model = cell_timeline(CellFacts({OP: horse_killed_after_effect()}, [[local()]], ledger, "log"))
     dom = parse(plots.timeline_svg(model))
@@ -245,7 +256,7 @@ def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot():
     assert all(b - a >= plots.GAP - 0.1 for a, b in itertools.pairwise(xs))
 
 
-def test_p99_only_from_enough_samples_and_its_label_on_the_plot():
+def test_p99_only_from_enough_samples_and_its_label_on_the_plot() -> None:
     few = [(10.0, "a"), (400.0, "b")]
     dom = parse(plots.strip_plot([plots.Strip("s", "replay", few, {"min": 10, "median": 205, "p99": 400, "max": 400})]))
     assert [line.attrs["class"] for line in dom.find_all("line") if "stat" in line.classes] == [
@@ -262,7 +273,7 @@ def test_p99_only_from_enough_samples_and_its_label_on_the_plot():
     assert right <= 1000 and float(median.attrs["x"]) + len(median.all_text()) * plots.CHAR_W < float(p99.attrs["x"])
 
 
-def test_the_report_reads_the_provider_log_read_only_and_leaves_it_as_it_was(tmp_path):
+def test_the_report_reads_the_provider_log_read_only_and_leaves_it_as_it_was(tmp_path: Path) -> None:
     store = Store(tmp_path / "provider.sqlite3")
     store.put_ledger("run.c001", Contract())
     for attempt in (1, 2):
@@ -318,7 +329,7 @@ def long_run(ops: int = 100_000, every: int = 10) -> tuple[stored.Results, list[
     return stored.parse(doc), parsed, ProviderSide("log", {"run.c001": Ledger(held)})
 
 
-def test_a_run_of_100000_ops_renders_sampled_and_says_so():
+def test_a_run_of_100000_ops_renders_sampled_and_says_so() -> None:
     with page.collector_paused():  # as `testbed report` reads and renders a stored run
         results, lines, provider = long_run()
         dom = parse(html.render(results, lines, provider))
@@ -337,7 +348,7 @@ def test_a_run_of_100000_ops_renders_sampled_and_says_so():
     assert "A strip draws 1,000 of its values" in plot.all_text()
 
 
-def test_a_page_from_a_stored_run_on_disk(tmp_path: Path):
+def test_a_page_from_a_stored_run_on_disk(tmp_path: Path) -> None:
     """What `testbed report` reads: no history line of a cell or a facts line is needed to draw it."""
     results, lines, _ = long_run(ops=20)
     events = [line for line in lines if isinstance(line, history.EventLine)]

@@ -4,7 +4,7 @@ from testbed.engines.base import WorkerSettings
 from testbed.engines.rq import recovery_note as rq_recovery_note
 
 
-def test_replay_under_rqs_own_recovery_says_how_long_it_will_wait():
+def test_replay_under_rqs_own_recovery_says_how_long_it_will_wait() -> None:
     note = rq_recovery_note(WorkerSettings())
     assert note.startswith("RQ's own recovery brings each killed worker's job back 90 to 690 s after the kill")
     tuned = rq_recovery_note(WorkerSettings(worker_ttl=20, maintenance_interval=5, job_monitoring_interval=5))

@@ -19,14 +19,14 @@ TWO_FAULTS = Schedule(
 )
 
 
-def test_a_schedule_is_a_plan_op_by_op():
+def test_a_schedule_is_a_plan_op_by_op() -> None:
     assert TWO_FAULTS.armed(1) == (Armed(1, B.BEFORE_REQUEST, F.KILL), Armed(2, B.AFTER_EFFECT, F.TIMEOUT))
     assert TWO_FAULTS.armed(2) == ()
     assert TWO_FAULTS.armed(3) == () and TWO_FAULTS.armed(0) == ()
     assert TWO_FAULTS.faults == {F.KILL, F.TIMEOUT}
 
 
-def test_the_file_round_trips_and_reads_as_written():
+def test_the_file_round_trips_and_reads_as_written() -> None:
     assert Schedule.decode(TWO_FAULTS.encode()) == TWO_FAULTS
     written = {
         "scenario": "none",
@@ -36,12 +36,12 @@ def test_the_file_round_trips_and_reads_as_written():
     assert Schedule.decode(json.dumps(written)) == TWO_FAULTS  # retries 3 by default, faults in attempt order
 
 
-def strikes(*faults: dict) -> str:
+def strikes(*faults: dict[str, object]) -> str:
     """A one-op schedule file with these faults."""
     return json.dumps({"ops": [{"faults": list(faults)}]})
 
 
-def strike(attempt=1, boundary="job-start", fault="kill") -> dict:
+def strike(attempt: int = 1, boundary: str = "job-start", fault: str = "kill") -> dict[str, object]:
     return {"attempt": attempt, "boundary": boundary, "fault": fault}
 
 
@@ -64,7 +64,7 @@ def strike(attempt=1, boundary="job-start", fault="kill") -> dict:
         (strikes(strike(), strike(boundary="after-record")), "op 1, attempt 1: one fault per attempt"),
     ],
 )
-def test_a_bad_file_says_where_in_one_line(text, message):
+def test_a_bad_file_says_where_in_one_line(text: str, message: str) -> None:
     with pytest.raises(ScheduleError) as bad:
         Schedule.decode(text)
     assert message in str(bad.value) and "\n" not in str(bad.value)
@@ -89,18 +89,25 @@ def crash(attempt: int = 1) -> Armed:
         (((),), "nowhere", "unknown scenario 'nowhere'"),
     ],
 )
-def test_what_the_lab_can_run_under_each_scenario(ops, scenario, why):
+def test_what_the_lab_can_run_under_each_scenario(
+    ops: tuple[tuple[Armed, ...], ...], scenario: str, why: str | None
+) -> None:
     schedule = Schedule(ops, scenario, 3)
     found = problem(schedule)
-    assert (found is None) if why is None else (why in found), found
+    assert (found is None) if why is None else (found is not None and why in found), found
     if why is not None:
         with pytest.raises(ValueError, match=re.escape(why)):
             legal(schedule)
 
 
-def test_a_schedule_as_a_cell():
+def test_a_schedule_as_a_cell() -> None:
     cell = Cell.trial("record-before", TWO_FAULTS, handler=False)
-    assert (cell.where, cell.injected, cell.faults, cell.scenario) == ("schedule", True, {F.KILL, F.TIMEOUT}, "none")
+    assert (cell.where, cell.injected, cell.faults, cell.scenario) == (
+        "schedule",
+        True,
+        frozenset({F.KILL, F.TIMEOUT}),
+        "none",
+    )
     assert cell.label == "record-before @ schedule (2 ops, 2 faults)"
     mine = Cell.trial("jobs:send", Schedule(((),), "withdrawn", 1), handler=True)
     assert (mine.handler, mine.injected, mine.faults) == ("jobs:send", False, frozenset())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,17 +12,20 @@ import pytest
 from labcore.answers import REPLAYED
 from labcore.boundaries import Boundary
 from labcore.events import Hit
-from labcore.faults import Release
+from labcore.faults import Fault, Release
 from labcore.scoped import Scope, sign
 from provider.contract import Contract
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.service import HeldSend
-from provider.store import LogReader, Store
+from provider.store import LogReader, ReferenceRecord, Store
 from tests.support.service_client import ServiceClient
 
 SECRET = "k" * 32
 LEDGER = "run.c001"
+
+# The provider fixture: its client, its hold points and its store's file.
+Provided = tuple["Client", "RecordingHolds", Path]
 
 
 class RecordingHolds(Holds):
@@ -37,7 +42,7 @@ class RecordingHolds(Holds):
 
 
 @pytest.fixture
-def provider(tmp_path):
+def provider(tmp_path: Path) -> Iterator[Provided]:
     store = Store(tmp_path / "p.sqlite3")
     holds = RecordingHolds()
     client = Client(ServiceClient(store, holds=holds))
@@ -87,7 +92,7 @@ def base(op: str, attempt: int = 1, hit: str | None = None) -> str:
     return f"/s/{sign(Scope(LEDGER, op, attempt, hit), SECRET)}"
 
 
-def records(db, *ops):
+def records(db: Path, *ops: str) -> dict[str, ReferenceRecord]:
     reader = LogReader(db)
     try:
         return reader.records(LEDGER, ops)
@@ -95,7 +100,7 @@ def records(db, *ops):
         reader.close()
 
 
-def test_any_write_under_api_is_an_effect_of_the_scoped_op(provider):
+def test_any_write_under_api_is_an_effect_of_the_scoped_op(provider: Provided) -> None:
     client, _, db = provider
     first = client.post(f"{base('op-1')}/api/v1/charges", json={"amount": 5})
     assert first.status_code == 201 and first.json()["reference"] == "op-1"
@@ -106,7 +111,7 @@ def test_any_write_under_api_is_an_effect_of_the_scoped_op(provider):
     assert (seen["op-1"].effects, seen["op-2"].effects, seen["op-3"].effects) == (1, 3, 1)
 
 
-def test_idempotency_key_per_the_contract(provider):
+def test_idempotency_key_per_the_contract(provider: Provided) -> None:
     client, _, db = provider
     url = f"{base('op-1')}/api/charges"
     first = client.post(url, json={"amount": 5}, headers={"Idempotency-Key": "k1"})
@@ -120,7 +125,7 @@ def test_idempotency_key_per_the_contract(provider):
     assert records(db, "op-1")["op-1"].effects == 1
 
 
-def test_lookup_and_listing_of_the_scoped_op(provider):
+def test_lookup_and_listing_of_the_scoped_op(provider: Provided) -> None:
     client, _, _ = provider
     assert client.get(f"{base('op-1')}/effects").status_code == 404
     created = client.post(f"{base('op-1')}/api/charges", json={}).json()
@@ -130,14 +135,14 @@ def test_lookup_and_listing_of_the_scoped_op(provider):
     assert client.get(f"{base('op-2')}/effects").status_code == 404
 
 
-def test_reads_under_api_are_not_effects(provider):
+def test_reads_under_api_are_not_effects(provider: Provided) -> None:
     client, _, db = provider
     assert client.get(f"{base('op-1')}/api/charges").status_code == 405
     assert client.post(f"{base('op-1')}/api/charges", body=b"not json").status_code == 415
     assert records(db, "op-1") == {}
 
 
-def test_a_token_not_signed_for_the_ledger_is_refused(provider):
+def test_a_token_not_signed_for_the_ledger_is_refused(provider: Provided) -> None:
     client, _, db = provider
     forged = sign(Scope(LEDGER, "op-1", 1), "z" * 32)
     assert client.post(f"/s/{forged}/api/charges", json={}).status_code == 403
@@ -149,9 +154,9 @@ def test_a_token_not_signed_for_the_ledger_is_refused(provider):
     assert records(db, "op-1") == {}
 
 
-def test_the_armed_hit_holds_the_attempts_first_effect_call_only(provider):
+def test_the_armed_hit_holds_the_attempts_first_effect_call_only(provider: Provided) -> None:
     client, holds, db = provider
-    hit = Hit("c001:7:1:after-effect", "c001", "op-7", 1, "after-effect", "kill", 1, "w1")
+    hit = Hit("c001:7:1:after-effect", "c001", "op-7", 1, Boundary.AFTER_EFFECT, Fault.KILL, 1, "w1")
     url = f"{base('op-7', 1, hit.header())}/api/charges"
     assert client.get(f"{base('op-7', 1, hit.header())}/effects").status_code == 404  # a read is not held
     assert client.post(url, json={}).status_code == 201

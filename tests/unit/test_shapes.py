@@ -36,8 +36,8 @@ def near(shape: Shape[Any]) -> st.SearchStrategy[Any]:
         edges = [b + d for b in bounds for d in (-1, -1e-9, 0, 1e-9, 1)]
         return st.sampled_from(edges or [0.0]) | st.floats(allow_nan=False, allow_infinity=False) | st.integers()
     if isinstance(shape, Integer):
-        edges = st.sampled_from([shape.minimum - 1, shape.minimum, shape.maximum, shape.maximum + 1])
-        return edges | edges.map(float) | st.integers(shape.minimum, shape.maximum) | st.floats()
+        whole = st.sampled_from([shape.minimum - 1, shape.minimum, shape.maximum, shape.maximum + 1])
+        return whole | whole.map(float) | st.integers(shape.minimum, shape.maximum) | st.floats()
     if isinstance(shape, Flag):
         return st.booleans() | st.integers(0, 1)
     if isinstance(shape, Choice):

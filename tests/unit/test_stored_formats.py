@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -18,6 +19,7 @@ from provider.store import ReferenceRecord
 from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
+from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab.session import Session
 from testbed.store import history, reference, results
@@ -43,7 +45,7 @@ def seen_killed() -> CellObservations:
     return seen
 
 
-def rows() -> list:
+def rows() -> list[Row]:
     """A chaos row that differs from the model (its ops named), and a load row."""
     cell = Cell("record-after", Boundary.AFTER_EFFECT)
     plan = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)
@@ -52,10 +54,10 @@ def rows() -> list:
     chaos = judge(Judgement(cell, plan, 20, 1), facts, seen_killed(), 4, 1.25)
     chaos.cell_id = "c001"
     spread = Cell("provider-key", None, Fault.KILL, spread=True)
-    plan = Random(0.3, (Boundary.AFTER_EFFECT,), Fault.KILL, 1, 7)
+    spread_plan = Random(0.3, (Boundary.AFTER_EFFECT,), Fault.KILL, 1, 7)
     load = judge(
-        Judgement(spread, plan, 20, 1, promises=True),
-        [f for _, f, _, _ in predict_ops(spread, plan, 20, 1)],
+        Judgement(spread, spread_plan, 20, 1, promises=True),
+        [f for _, f, _, _ in predict_ops(spread, spread_plan, 20, 1)],
         CellObservations(keep_history=False),
         4,
         2.5,
@@ -64,7 +66,7 @@ def rows() -> list:
     return [chaos, load]
 
 
-def document(failure: str | None = None) -> dict:
+def document(failure: str | None = None) -> dict[str, Any]:
     """A results document as a run writes it: what its session says, then its rows."""
     versions = {"testbed": "0.1.0", "rq": "3.0.0", "python": "3.11.7"}
     session = Session("20261206-000000-abcdef", rows(), T, 3.5, versions, failure, ["a cell"] if failure else [])
@@ -76,14 +78,14 @@ def published(name: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def test_the_published_schemas_are_the_records_own():
+def test_the_published_schemas_are_the_records_own() -> None:
     for name, text in reference.rendered().items():
         path = REFERENCE / name
         assert path.is_file() and path.read_text() == text, f"{path} is stale: python -m testbed.store.reference"
 
 
 @pytest.mark.parametrize("failure", [None, "the provider died"])
-def test_a_runs_results_match_the_published_schema_and_read_back(failure):
+def test_a_runs_results_match_the_published_schema_and_read_back(failure: str | None) -> None:
     written = json.loads(json.dumps(document(failure)))  # as the file holds it
     published("results.schema.json").validate(written)
     read = results.parse(json.dumps(written))
@@ -98,7 +100,7 @@ def test_a_runs_results_match_the_published_schema_and_read_back(failure):
     assert list(read.options.as_stored()) == list(CHAOS)
 
 
-def test_a_row_read_back_counts_as_it_was_written():
+def test_a_row_read_back_counts_as_it_was_written() -> None:
     written = document()["rows"][0]
     read = results.parse_row(written)
     assert read.counts() == {name: written[name] for name in read.counts()}
@@ -113,7 +115,7 @@ def test_a_row_read_back_counts_as_it_was_written():
         ("scenario", "unknown scenario 'zzz'"),
     ],
 )
-def test_a_row_naming_a_cell_the_lab_does_not_know_is_refused_as_it_is_read(field, said):
+def test_a_row_naming_a_cell_the_lab_does_not_know_is_refused_as_it_is_read(field: str, said: str) -> None:
     """Not left for `check` to trip on (a traceback, exit 1): the file is named, as for any mismatch."""
     tampered = document()
     tampered["rows"][0][field] = "zzz"
@@ -121,7 +123,7 @@ def test_a_row_naming_a_cell_the_lab_does_not_know_is_refused_as_it_is_read(fiel
         results.parse(tampered, "runs/x/results.json")
 
 
-def test_a_document_that_does_not_match_is_refused_in_one_line():
+def test_a_document_that_does_not_match_is_refused_in_one_line() -> None:
     tampered = document()
     tampered["rows"][1]["effects"] = "20"
     with pytest.raises(Mismatch) as refused:
@@ -137,7 +139,7 @@ def test_a_document_that_does_not_match_is_refused_in_one_line():
         results.parse(b"{")
 
 
-def test_an_older_run_without_the_later_fields_still_reads():
+def test_an_older_run_without_the_later_fields_still_reads() -> None:
     old = document()
     del old["command"]
     for row in old["rows"]:
@@ -147,7 +149,7 @@ def test_an_older_run_without_the_later_fields_still_reads():
     assert read.command is None and read.rows[0].cell is None and read.rows[0].lookups == 0
 
 
-def test_history_lines_as_the_run_writes_them_read_back():
+def test_history_lines_as_the_run_writes_them_read_back() -> None:
     cell = Cell("provider-key", Boundary.AFTER_EFFECT)
     facts = [f for _, f, _, _ in predict_ops(cell, EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL), 10, 1)][9]
     written = [history.cell_line("c001", "run.c001", cell)]
@@ -175,7 +177,7 @@ def test_history_lines_as_the_run_writes_them_read_back():
     ]
 
 
-def test_a_history_line_that_does_not_match_is_named_by_its_place(tmp_path):
+def test_a_history_line_that_does_not_match_is_named_by_its_place(tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text('{"type":"cell"}\n\n{"type":"note","cell":"c001"}\n')
     with pytest.raises(Mismatch, match=r"history\.jsonl:1 does not match the history schema: cell\.cell: missing"):
         list(history.read_history(tmp_path))
@@ -184,7 +186,7 @@ def test_a_history_line_that_does_not_match_is_named_by_its_place(tmp_path):
         list(history.read_history(tmp_path))
 
 
-def test_provider_records_lines_match_their_schema():
+def test_provider_records_lines_match_their_schema() -> None:
     line = history.records_line("run.c001", {"op-1": ReferenceRecord(effects=1, sends=2)})
     published("provider-records.schema.json").validate(json.loads(line))
     assert history.ProviderRecordsLine.model_validate_json(line).records == {

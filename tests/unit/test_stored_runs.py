@@ -7,6 +7,8 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,7 @@ from tests.unit.test_stored_formats import document
 CELL = history.cell_line("c001", "r.c001", Cell("retry-only", None))
 
 
-def test_a_run_going_then_killed_is_listed_running_then_interrupted(tmp_path):
+def test_a_run_going_then_killed_is_listed_running_then_interrupted(tmp_path: Path) -> None:
     """A run in another process: running while it holds its directory, interrupted once it died."""
     store = RunStore(tmp_path)
     started, stop = os.pipe()
@@ -48,7 +50,7 @@ def test_a_run_going_then_killed_is_listed_running_then_interrupted(tmp_path):
         check_stored(tmp_path / "r1")  # its history was not flushed: nothing of it reached the disk
 
 
-def test_a_killed_runs_half_written_last_line_is_left_out(tmp_path):
+def test_a_killed_runs_half_written_last_line_is_left_out(tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text(CELL + CELL.replace("c001", "c002")[:40])
     assert unended(tmp_path) == INTERRUPTED
     assert [line.cell for line in history.read_history(tmp_path, interrupted=True)] == ["c001"]
@@ -58,14 +60,14 @@ def test_a_killed_runs_half_written_last_line_is_left_out(tmp_path):
         list(history.read_history(tmp_path))  # in a run that ended, the same line is a damaged file
 
 
-def test_a_line_of_a_cell_that_has_not_started_is_out_of_place(tmp_path):
+def test_a_line_of_a_cell_that_has_not_started_is_out_of_place(tmp_path: Path) -> None:
     event = '{"type":"anomaly","cell":"c002","text":"x"}\n'
     (tmp_path / "history.jsonl").write_text(CELL + event)
     with pytest.raises(UsageError, match=r"history\.jsonl:2 is out of place: cell c002 has no cell line before it"):
         list(history.read_history(tmp_path))
 
 
-def test_a_run_whose_logs_were_kept_has_ended_its_missing_results_are_damage(tmp_path):
+def test_a_run_whose_logs_were_kept_has_ended_its_missing_results_are_damage(tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text(CELL)
     (tmp_path / "logs").mkdir()
     assert unended(tmp_path) is None
@@ -73,14 +75,14 @@ def test_a_run_whose_logs_were_kept_has_ended_its_missing_results_are_damage(tmp
         check_stored(tmp_path)
 
 
-def wal_log(path):
+def wal_log(path: Path) -> None:
     """A provider's log as the provider leaves it: in WAL mode."""
     Store(path).close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-def test_a_stored_log_is_read_with_nothing_written_beside_it(tmp_path):
+def test_a_stored_log_is_read_with_nothing_written_beside_it(tmp_path: Path) -> None:
     wal_log(tmp_path / "provider.sqlite3")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     log = StoredLog(tmp_path / "provider.sqlite3")
@@ -90,7 +92,7 @@ def test_a_stored_log_is_read_with_nothing_written_beside_it(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no -wal, no -shm
 
 
-def test_the_store_keeps_the_log_as_one_file(tmp_path):
+def test_the_store_keeps_the_log_as_one_file(tmp_path: Path) -> None:
     """A copy a reader needs nothing beside: not in WAL mode."""
     wal_log(tmp_path / "provider.sqlite3")
     run = RunStore(tmp_path).create("r1")
@@ -113,7 +115,9 @@ def test_the_store_keeps_the_log_as_one_file(tmp_path):
     ],
     ids=["garbage", "empty", "a directory"],
 )
-def test_a_stored_log_sqlite_cannot_read_is_one_line_naming_it(tmp_path, damage, said):
+def test_a_stored_log_sqlite_cannot_read_is_one_line_naming_it(
+    tmp_path: Path, damage: Callable[[Path], object], said: str
+) -> None:
     path = tmp_path / "provider.sqlite3"
     wal_log(path)
     damage(path)
@@ -121,7 +125,7 @@ def test_a_stored_log_sqlite_cannot_read_is_one_line_naming_it(tmp_path, damage,
         StoredLog(path).check()
 
 
-def test_an_incomplete_runs_verdict_is_incomplete_even_as_stored_before(tmp_path):
+def test_an_incomplete_runs_verdict_is_incomplete_even_as_stored_before(tmp_path: Path) -> None:
     """Runs stored before the verdict said so have pass or fail beside incomplete: true."""
     written = document("the provider died")
     assert written["verdict"] == "incomplete"

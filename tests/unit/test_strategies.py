@@ -2,14 +2,12 @@
 
 import pytest
 
+from labcore.answers import Lookup, Reply, Seen
 from workers.strategies import (
     STRATEGIES,
     AfterSend,
-    Lookup,
     Marker,
     Next,
-    Reply,
-    Seen,
     Start,
     State,
     after_lookup,
@@ -42,7 +40,7 @@ IN_PROGRESS = Marker(State.IN_PROGRESS)
         ("record-after", Marker(State.FAILED, "402"), Start.HOLD),
     ],
 )
-def test_start_decision(strategy, marker, start):
+def test_start_decision(strategy: str, marker: Marker | None, start: Start) -> None:
     assert decide_start(STRATEGIES[strategy], marker) is start
 
 
@@ -57,12 +55,12 @@ def test_start_decision(strategy, marker, start):
         (Seen.UNKNOWN, Next.UNRESOLVED, Next.UNRESOLVED),
     ],
 )
-def test_lookup_readers(seen, careful, naive):
+def test_lookup_readers(seen: Seen, careful: Next, naive: Next) -> None:
     assert after_lookup(STRATEGIES["reconcile"], Lookup(seen)) is careful
     assert after_lookup(STRATEGIES["naive-reconcile"], Lookup(seen)) is naive
 
 
-def test_careful_reader_rejects_a_found_effect_with_another_payload():
+def test_careful_reader_rejects_a_found_effect_with_another_payload() -> None:
     assert after_lookup(STRATEGIES["reconcile"], Lookup(Seen.FOUND, "eff_1", same_payload=False)) is Next.CONFLICT
     assert after_lookup(STRATEGIES["naive-reconcile"], Lookup(Seen.FOUND, "eff_1", same_payload=False)) is Next.COMPLETE
 
@@ -79,16 +77,16 @@ def test_careful_reader_rejects_a_found_effect_with_another_payload():
         (500, AfterSend.RETRY),
     ],
 )
-def test_send_answers(status, answer):
+def test_send_answers(status: int, answer: AfterSend) -> None:
     assert after_send(Reply(status)) is answer
 
 
-def test_marker_round_trip():
+def test_marker_round_trip() -> None:
     marker = Marker(State.UNRESOLVED, "listing is empty | twice")
     assert Marker.decode(marker.encode().encode()) == marker
     assert Marker.decode(None) is None
 
 
-def test_unknown_strategy_names_the_choices():
+def test_unknown_strategy_names_the_choices() -> None:
     with pytest.raises(ValueError, match=r"unknown strategy 'nope'.*retry-only"):
         parse_strategy("nope")

@@ -4,13 +4,14 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from workers.target import TargetError, jobs_env, load, preload, split
 
 
-def test_a_function_by_module_and_name():
+def test_a_function_by_module_and_name() -> None:
     assert load("examples.keyed:send").__name__ == "send"
     assert load("workers.target:TargetError.__init__") is TargetError.__init__
 
@@ -26,20 +27,20 @@ def test_a_function_by_module_and_name():
         ("examples.naive:TIMEOUT", "TIMEOUT is not callable (it is a float)"),
     ],
 )
-def test_what_is_wrong_in_one_line(spec, message):
+def test_what_is_wrong_in_one_line(spec: str, message: str) -> None:
     with pytest.raises(TargetError, match=re.escape(message)) as raised:
         load(spec)
     assert "\n" not in str(raised.value)
 
 
-def test_a_module_that_fails_at_import_names_its_error(tmp_path):
+def test_a_module_that_fails_at_import_names_its_error(tmp_path: Path) -> None:
     (tmp_path / "boom_job.py").write_text("raise RuntimeError('no DATABASE_URL\\nsecond line')\n")
     with pytest.raises(TargetError) as raised:
         load("boom_job:send", [str(tmp_path)])
     assert str(raised.value) == "handler boom_job:send: cannot import boom_job: RuntimeError: no DATABASE_URL"
 
 
-def test_the_check_process_exits_2_with_the_cause(tmp_path):
+def test_the_check_process_exits_2_with_the_cause(tmp_path: Path) -> None:
     (tmp_path / "reads_env_job.py").write_text(
         "import os, sqlite3\nBASE = os.environ['TESTBED_PROVIDER_URL']\ndef send(op_id, payload): pass\nVALUE = 1\n"
     )
@@ -54,7 +55,7 @@ def test_the_check_process_exits_2_with_the_cause(tmp_path):
     assert split("reads_env_job:send") == ("reads_env_job", "send")
 
 
-def test_the_worker_preloads_libraries_and_skips_what_fails():
+def test_the_worker_preloads_libraries_and_skips_what_fails() -> None:
     sys.modules.pop("colorsys", None)
     preload(jobs_env(["a_module_that_is_not_installed", "colorsys"]))
     assert "colorsys" in sys.modules

@@ -4,8 +4,9 @@ from dataclasses import replace
 
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
-from labcore.plan import EveryNth, Random
+from labcore.plan import EveryNth, Plan, Random
 from testbed.experiment.matrix import Cell
+from testbed.judge.checker import OpFacts
 from testbed.judge.model import predict_ops
 from testbed.judge.observer import CellObservations
 from testbed.judge.verdict import MAX_NAMED_OPS, Judgement, judge
@@ -15,7 +16,7 @@ CELL = Cell("record-after", Boundary.AFTER_EFFECT)
 PLAN = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)
 
 
-def model_facts(cell=CELL, plan=PLAN, ops=100):
+def model_facts(cell: Cell = CELL, plan: Plan = PLAN, ops: int = 100) -> list[list[OpFacts]]:
     """What a faithful run would observe: the model's own per-op facts."""
     return [facts for _, facts, _, _ in predict_ops(cell, plan, ops, 1)]
 
@@ -26,13 +27,13 @@ def seen(kills: int, faults: int) -> CellObservations:
     return s
 
 
-def test_a_faithful_run_passes_and_names_nothing():
+def test_a_faithful_run_passes_and_names_nothing() -> None:
     row = judge(Judgement(CELL, PLAN, 100, 1), model_facts(), seen(10, 10), 4, 1.0)
     assert row.passed and row.op_differences == []
     assert (row.counts.effects, row.counts.duplicate_effects) == (110, 10)
 
 
-def test_an_effect_missing_from_the_log_is_named_with_its_plan_and_facts():
+def test_an_effect_missing_from_the_log_is_named_with_its_plan_and_facts() -> None:
     observed = model_facts()
     # Op 20 was faulted after the effect and sent twice; the provider's log lost one of its effects.
     observed[19] = [replace(observed[19][0], effects=1)]
@@ -49,13 +50,13 @@ def test_an_effect_missing_from_the_log_is_named_with_its_plan_and_facts():
     assert row_json(row)["opDifferences"][0]["op"] == "tenant-demo:notification:20"
 
 
-def test_the_named_ops_are_capped():
+def test_the_named_ops_are_capped() -> None:
     observed = [[replace(facts[0], effects=0)] for facts in model_facts()]
     row = judge(Judgement(CELL, PLAN, 100, 1), observed, seen(10, 10), 4, 1.0)
     assert len(row.op_differences) == MAX_NAMED_OPS
 
 
-def test_load_rows_are_judged_by_the_same_verdict_with_promises():
+def test_load_rows_are_judged_by_the_same_verdict_with_promises() -> None:
     cell = Cell("provider-key", None, Fault.KILL, spread=True)
     plan = Random(0.3, (Boundary.AFTER_EFFECT,), Fault.KILL, 1, 7)
     observed = model_facts(cell, plan, 50)
