@@ -31,7 +31,7 @@ from testbed.store.layout import COUNTEREXAMPLE
 from testbed.store.runs import RunStore
 
 if TYPE_CHECKING:
-    from testbed.explore.trials import Judged
+    from testbed.explore.trials import TrialResult
     from testbed.usecases.searches import PreparedSearch
 
 MAX_TRIAL_OPS = 10
@@ -227,12 +227,12 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     return 1 if explored.counterexample is not None else 0
 
 
-def _heard(judged: Judged, phase: str) -> None:
+def _heard(judged: TrialResult, phase: str) -> None:
     row = judged.row
     print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
-def _replay_command(saved: Path, found: Judged, prepared: PreparedSearch, paths: list[Path]) -> str:
+def _replay_command(saved: Path, found: TrialResult, prepared: PreparedSearch, paths: list[Path]) -> str:
     """The command that runs the counterexample again, on the same kind of stack (a partition needs
     the hosts; a trial on Celery, its engine and delivery setting)."""
     target = found.trial.target

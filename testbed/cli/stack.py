@@ -8,7 +8,7 @@ from typing import Any
 from labcore.procs import port_in_use
 from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
-from testbed.engines.base import WorkerSettings
+from testbed.engines.base import RQTimers
 from testbed.errors import SetupError, UsageError
 from testbed.infra.stack import StackOptions
 from testbed.nemesis.recovery import Recovery
@@ -30,12 +30,12 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
         raise UsageError(f"--provider-port must be a port number (got {port})")
     if port and port_in_use(port):
         raise SetupError(f"provider port {port} is already in use")
-    settings = WorkerSettings(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
+    settings = RQTimers(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
     remote = hosts.remote_options(args)
     return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
 
 
-def vars_of(settings: WorkerSettings) -> dict[str, int]:
+def vars_of(settings: RQTimers) -> dict[str, int]:
     return {
         "workerTtl": settings.worker_ttl,
         "maintenanceInterval": settings.maintenance_interval,

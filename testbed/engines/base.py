@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerSettings:
+class RQTimers:
     """RQ's own knobs for noticing dead workers (`rq worker` options): the stack carries them
     whatever its engine, as the command line takes them."""
 
@@ -98,7 +98,7 @@ class Engine(Protocol):
         """What its workers' environment holds (`tmp`: a directory of the run's own)."""
         ...
 
-    def worker_argv(self, name: str, queue: str, settings: WorkerSettings) -> list[str]:
+    def worker_argv(self, name: str, queue: str, settings: RQTimers) -> list[str]:
         """The options of one of its workers."""
         ...
 
@@ -114,7 +114,7 @@ class Engine(Protocol):
         """What runs a cell's jobs: a job function, a task name."""
         ...
 
-    def kill_worker_wait(self, rq_recovery: bool, settings: WorkerSettings) -> float:
+    def kill_worker_wait(self, rq_recovery: bool, settings: RQTimers) -> float:
         """Seconds a cell that kills whole workers may wait, past its own time, for their jobs
         to come back (`rq_recovery`: RQ's own maintenance brings them back, not the controller)."""
         ...

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from labcore.delivery import APP, APP_TASK, Delivery, task_name
 from labcore.keys import QUEUE, RunKeys
-from testbed.engines.base import JobQueue, JobRequest, WorkerSettings
+from testbed.engines.base import JobQueue, JobRequest, RQTimers
 from testbed.engines.rq import names
 from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
@@ -71,7 +71,7 @@ class Celery:
         # run's own directory, it goes with it.
         return env | {"TMPDIR": tmp}
 
-    def worker_argv(self, name: str, queue: str, settings: WorkerSettings) -> list[str]:
+    def worker_argv(self, name: str, queue: str, settings: RQTimers) -> list[str]:
         """One pool child per worker, as one work-horse at a time per RQ worker; no chatter
         between workers (gossip, mingle, heartbeats), which the lab does not test."""
         argv = ["--hostname", f"{name}@testbed", "--pool", "prefork", "--concurrency", "1", "--queues", queue]
@@ -91,7 +91,7 @@ class Celery:
             return APP_TASK
         return task_name(Delivery(cell.delivery), user=cell.handler is not None)
 
-    def kill_worker_wait(self, rq_recovery: bool, settings: WorkerSettings) -> float:
+    def kill_worker_wait(self, rq_recovery: bool, settings: RQTimers) -> float:
         """The broker restores a killed worker's unacknowledged task after the visibility
         timeout, at its next sweep."""
         given = self.visibility_timeout

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from labcore.keys import QUEUE, RunKeys
-from testbed.engines.base import JobQueue, JobRequest, WorkerSettings
+from testbed.engines.base import JobQueue, JobRequest, RQTimers
 from testbed.experiment.matrix import Cell
 from workers.target import HANDLER, USER_JOB
 
@@ -37,7 +37,7 @@ class RQ:
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         return {}
 
-    def worker_argv(self, name: str, queue: str, settings: WorkerSettings) -> list[str]:
+    def worker_argv(self, name: str, queue: str, settings: RQTimers) -> list[str]:
         s = settings
         argv = ["--name", name, "--worker-ttl", str(s.worker_ttl)]
         argv += ["--maintenance-interval", str(s.maintenance_interval)]
@@ -55,7 +55,7 @@ class RQ:
     def job_function(self, cell: Cell) -> str:
         return HANDLER if cell.handler is None else USER_JOB
 
-    def kill_worker_wait(self, rq_recovery: bool, settings: WorkerSettings) -> float:
+    def kill_worker_wait(self, rq_recovery: bool, settings: RQTimers) -> float:
         return recovery_seconds(settings)[1] + 60 if rq_recovery else 0
 
     def caption(self) -> str:
@@ -68,7 +68,7 @@ class RQ:
         return {}
 
 
-def recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
+def recovery_seconds(s: RQTimers) -> tuple[int, int]:
     """When RQ's own maintenance brings a dead worker's job back: its started-registry
     entry expires job-monitoring-interval + 60 s after the last heartbeat, then a
     worker's maintenance (every maintenance-interval, not before worker-ttl - 15) requeues it."""
@@ -76,7 +76,7 @@ def recovery_seconds(s: WorkerSettings) -> tuple[int, int]:
     return expires, expires + max(s.maintenance_interval, s.worker_ttl - 15)
 
 
-def recovery_note(settings: WorkerSettings) -> str:
+def recovery_note(settings: RQTimers) -> str:
     low, high = recovery_seconds(settings)
     return (
         f"RQ's own recovery brings each killed worker's job back {low} to {high} s after the kill"

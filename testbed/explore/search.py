@@ -34,7 +34,7 @@ from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
 from testbed.explore.coverage import Coverage
 from testbed.explore.space import FAULTS, Target, Trial, batches, policy_of, trials
-from testbed.explore.trials import Found, Judged, Trials, TrialSettings
+from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
@@ -82,8 +82,8 @@ class Exploration:
     trials: Trials
     searched: int = 0  # trials run before a failure was found
     stopped: str = ""
-    counterexample: Judged | None = None
-    confirmations: list[Judged] = field(default_factory=list)
+    counterexample: TrialResult | None = None
+    confirmations: list[TrialResult] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -227,7 +227,7 @@ def explore(run: Trials, search: Search) -> Exploration:
     return done
 
 
-def _fails(judged: Judged, model_only: bool) -> bool:
+def _fails(judged: TrialResult, model_only: bool) -> bool:
     return judged.found is Found.LAB or (judged.found is Found.BREACH and not model_only)
 
 

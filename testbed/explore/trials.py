@@ -31,7 +31,7 @@ class Found(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
+class TrialResult:
     trial: Trial
     row: Row
     found: Found
@@ -66,7 +66,7 @@ class Trials:
         stack: RunStack,
         settings: TrialSettings,
         run_dir: RunDir | None = None,
-        heard: Callable[[Judged, str], None] = lambda judged, phase: None,
+        heard: Callable[[TrialResult, str], None] = lambda judged, phase: None,
         prefix: str = "e",
     ) -> None:
         """`prefix` starts the trials' cell ids: unique per stack (the pytest plugin explores many times)."""
@@ -75,9 +75,9 @@ class Trials:
         self.settings = settings
         self._run_dir = run_dir
         self._heard = heard
-        self._known: dict[Trial, Judged] = {}
+        self._known: dict[Trial, TrialResult] = {}
         self._batches = 0
-        self.judged: list[Judged] = []
+        self.judged: list[TrialResult] = []
         self.rows: list[Row] = []  # as the stored run keeps them: every trial run
         self.started = time.monotonic()
 
@@ -86,14 +86,14 @@ class Trials:
         """The workers the trials share (every host's, across hosts)."""
         return self._stack.options.workers
 
-    def outcome(self, trials: Sequence[Trial], phase: str) -> list[Judged]:
+    def outcome(self, trials: Sequence[Trial], phase: str) -> list[TrialResult]:
         """Each trial's outcome: run now (the new ones, at once), or as first seen."""
         new = list(dict.fromkeys(t for t in trials if t not in self._known))
         for judged in self.run(new, phase):
             self._known[judged.trial] = judged
         return [self._known[t] for t in trials]
 
-    def run(self, trials: Sequence[Trial], phase: str) -> list[Judged]:
+    def run(self, trials: Sequence[Trial], phase: str) -> list[TrialResult]:
         """These trials run now as parallel cells, whatever was seen before."""
         if not trials:
             return []
@@ -118,7 +118,7 @@ class Trials:
         self.rows += ran.rows
         if ran.failure is not None:
             raise RunFailure(ran.failure)
-        out = [Judged(t, row, found_in(row)) for t, row in zip(trials, ran.rows, strict=True)]
+        out = [TrialResult(t, row, found_in(row)) for t, row in zip(trials, ran.rows, strict=True)]
         for judged in out:
             self.judged.append(judged)
             self._heard(judged, phase)

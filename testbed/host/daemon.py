@@ -37,7 +37,7 @@ from labcore import hosts as proto
 from labcore.credentials import redacted
 from labcore.hosts import HostState, Order, OrderKind, OrderReply, Registration, RunHostKeys, RunRequest
 from labcore.procs import stop_all
-from testbed.engines.base import WorkerSettings
+from testbed.engines.base import RQTimers
 from testbed.errors import RunFailure, SetupError
 from testbed.host import network
 from testbed.infra import leftovers
@@ -152,7 +152,7 @@ class HostDaemon:
     def _begin(self, request: RunRequest) -> None:
         workdir = Path(tempfile.mkdtemp(prefix=f"{leftovers.PREFIX}host-{self.name}-"))
         leftovers.claim(workdir)  # a run on this host clears it if the host was SIGKILLed
-        settings = WorkerSettings(request.worker_ttl, request.maintenance_interval, request.job_monitoring_interval)
+        settings = RQTimers(request.worker_ttl, request.maintenance_interval, request.job_monitoring_interval)
         supervisor = Supervisor(
             workdir, self._url, request.rq_prefix, request.queue, settings, self._token, name_prefix=f"{self.name}."
         )

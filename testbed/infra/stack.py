@@ -20,7 +20,7 @@ from labcore.credentials import redacted
 from labcore.keys import QUEUE, RunKeys, rq_prefix, run_prefix
 from labcore.procs import stop_all
 from provider.store import LogReader, ReferenceRecord
-from testbed.engines.base import Engine, JobQueue, WorkerSettings
+from testbed.engines.base import Engine, JobQueue, RQTimers
 from testbed.engines.rq import RQ
 from testbed.errors import SetupError
 from testbed.infra import leftovers
@@ -47,7 +47,7 @@ class StackOptions:
     workers: int = 4
     redis_url: str | None = None  # None: a private redis-server
     provider_port: int = 0  # 0: a free port
-    settings: WorkerSettings = field(default_factory=WorkerSettings)
+    settings: RQTimers = field(default_factory=RQTimers)
     keep: bool = False
     remote: RemoteOptions | None = None
     engine: Engine = field(default_factory=RQ)  # the queue the jobs run on, and its workers

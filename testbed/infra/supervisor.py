@@ -27,7 +27,7 @@ import psutil
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
 from labcore.keys import RunKeys
 from labcore.procs import stop_descendants, stop_session
-from testbed.engines.base import Engine, WorkerSettings
+from testbed.engines.base import Engine, RQTimers
 from testbed.engines.rq import RQ
 from testbed.errors import RunFailure
 from testbed.infra.forks import ForkedProcess, Zygote
@@ -75,7 +75,7 @@ class Supervisor:
         redis_url: str,
         rq_prefix: str,
         queue: str,
-        settings: WorkerSettings,
+        settings: RQTimers,
         provider_token: str | None = None,
         engine: Engine = RQ(),  # noqa: B008  (a frozen value)
         name_prefix: str = "",

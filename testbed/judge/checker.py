@@ -53,7 +53,7 @@ COUNT_FIELDS = tuple(f.name for f in fields(Counts))
 
 
 @dataclass(frozen=True, slots=True)
-class HeldOp:
+class HeldOutcome:
     op: str
     state: str  # unresolved | conflict
     reason: str
@@ -111,7 +111,7 @@ def classify(effects: int, declined: bool, done: bool, held: bool) -> Classified
 @dataclass(slots=True)
 class Tally:
     counts: Counts = field(default_factory=Counts)
-    held: list[HeldOp] = field(default_factory=list)
+    held: list[HeldOutcome] = field(default_factory=list)
 
     def add(self, ops: Sequence[OpFacts]) -> None:
         """One logical action and every op (identity) created for it."""
@@ -137,7 +137,7 @@ class Tally:
             if o.outcome in HELD_OUTCOMES:
                 c.unresolved += o.outcome is Outcome.UNRESOLVED
                 c.conflicts += o.outcome is Outcome.CONFLICT
-                self.held.append(HeldOp(o.op, o.outcome.value, o.detail))
+                self.held.append(HeldOutcome(o.op, o.outcome.value, o.detail))
 
 
 def tally(intents: Iterable[Sequence[OpFacts]]) -> Tally:

@@ -97,7 +97,7 @@ def _job_state(ops: Sequence[OpFacts]) -> str:
 
 
 @dataclass(slots=True)
-class Judge:
+class PromiseCheck:
     """Classifies each logical action as it streams past; keeps the first `keep` breaking ops."""
 
     promise: Promise
@@ -180,13 +180,13 @@ def _fault_text(armed: tuple[Armed, ...], history: list[dict[str, Any]] | None) 
     return ", ".join(parts)
 
 
-def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> Judge:
+def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> PromiseCheck:
     """A cell's judge: ops named as the user's job knew them, each with the faults armed on it."""
 
     def fault_of(intent: str) -> str:
         return _fault_text(plan.armed(seq_of(intent)), None if history is None else history.get(intent, []))
 
-    return Judge(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
+    return PromiseCheck(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
 
 
 def armed_ops(plan: Plan, ops: int) -> int:
@@ -204,7 +204,7 @@ def not_tested(unreached: int) -> str:
     )
 
 
-def verdict(judge: Judge, plan: Plan, ops: int, faults_hit: int) -> tuple[list[str], dict[str, Any]]:
+def verdict(judge: PromiseCheck, plan: Plan, ops: int, faults_hit: int) -> tuple[list[str], dict[str, Any]]:
     """The row's broken promises (and armed faults the job never reached), and its stored verdict."""
     stored = judge.to_json()
     stored["unreached"] = max(0, armed_ops(plan, ops) - faults_hit)

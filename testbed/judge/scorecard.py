@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.experiment.matrix import Cell
-from testbed.judge.checker import COUNT_FIELDS, Counts, HeldOp, Tally
+from testbed.judge.checker import COUNT_FIELDS, Counts, HeldOutcome, Tally
 
 
 def camel(name: str) -> str:
@@ -74,7 +74,7 @@ class Row:
     workers: int
     wall_seconds: float
     expected: Expected
-    held: list[HeldOp] = field(default_factory=list)
+    held: list[HeldOutcome] = field(default_factory=list)
     replay_latency_ms: dict[str, float] | None = None
     anomalies: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # invariants a load row breaks
@@ -85,7 +85,7 @@ class Row:
     op_facts: list[dict[str, Any]] | None = None  # a trial's ops, each as its account in words reads it
     cell_id: str | None = None  # the row's cell in the run (its cell line in history.jsonl)
     series: list[dict[str, float]] | None = None  # a load row's samples over time
-    op_differences: list[Any] = field(default_factory=list)  # verdict.OpDifference, when the row differs
+    op_differences: list[Any] = field(default_factory=list)  # verdict.OpMismatch, when the row differs
 
     @property
     def observed(self) -> dict[str, int]:

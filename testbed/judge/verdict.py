@@ -30,7 +30,7 @@ _FACTS = ("attempts", "effects", "withdrawn", "declined", "outcome", "job_failed
 
 
 @dataclass(frozen=True, slots=True)
-class OpDifference:
+class OpMismatch:
     """One op whose facts differ from the model's: what was planned, expected and seen."""
 
     op: str
@@ -160,11 +160,11 @@ def _view(ops: Sequence[OpFacts], fields: Sequence[str]) -> list[dict[str, Any]]
 
 def _difference(
     j: Judgement, seq: int, facts: Sequence[OpFacts], predicted: Sequence[OpFacts], seen: CellObservations
-) -> OpDifference:
+) -> OpMismatch:
     op = facts[0].intent
     events = [e.to_json() for o in facts for e in seen.history.get(o.op, [])]
     plan = [{"attempt": a.attempt, "boundary": a.boundary.value, "fault": a.fault.value} for a in j.plan.armed(seq)]
-    return OpDifference(op, plan, _summary(predicted), _summary(facts), sorted(events, key=lambda e: e["at"]))
+    return OpMismatch(op, plan, _summary(predicted), _summary(facts), sorted(events, key=lambda e: e["at"]))
 
 
 def _summary(ops: Sequence[OpFacts]) -> dict[str, Any]:

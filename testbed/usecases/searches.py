@@ -13,7 +13,7 @@ from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.explore.search import Exploration, Search, targets_of
 from testbed.explore.space import faults_for, scenarios_for
-from testbed.explore.trials import Judged, TrialSettings
+from testbed.explore.trials import TrialResult, TrialSettings
 from testbed.infra.stack import StackOptions
 from testbed.usecases.engines import EngineChoice, engine_flags, engine_stack, searched_setting
 from testbed.usecases.runs import Jobs, fit_faults
@@ -93,7 +93,7 @@ class PreparedSearch:
         """The one delivery setting the trials run under (None: on RQ)."""
         return self.settings.delivery
 
-    def replay_flags(self, found: Judged) -> str:
+    def replay_flags(self, found: TrialResult) -> str:
         """The options that run the counterexample again on the same engine and setting."""
         return engine_flags(self.engine, found.row.cell.delivery)
 

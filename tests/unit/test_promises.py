@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from testbed.judge.checker import OpFacts, tally
-from testbed.judge.promises import Breach, Judge, Promise, breaches, broken, counts_of, parse_promise
+from testbed.judge.promises import Breach, Promise, PromiseCheck, breaches, broken, counts_of, parse_promise
 from workers.flow import Outcome
 
 DONE = Outcome.COMPLETED
@@ -25,8 +25,8 @@ def op(
     return [OpFacts(name, name, attempts, effects, 0, declined, sends, 0, outcome, "", failed)]
 
 
-def judged(promise: Promise, *intents: list[OpFacts]) -> Judge:
-    judge = Judge(promise, lambda o: f"run.c001:{o}", lambda intent: f"kill at after-effect ({intent})")
+def judged(promise: Promise, *intents: list[OpFacts]) -> PromiseCheck:
+    judge = PromiseCheck(promise, lambda o: f"run.c001:{o}", lambda intent: f"kill at after-effect ({intent})")
     tally(judge.watch(intents))
     return judge
 
@@ -84,7 +84,7 @@ def test_each_listed_op_says_what_happened_to_it() -> None:
 
 
 def test_the_list_is_capped_but_the_counts_are_not() -> None:
-    judge = Judge(Promise.EXACTLY_ONCE, str, str, keep=2)
+    judge = PromiseCheck(Promise.EXACTLY_ONCE, str, str, keep=2)
     for n in range(5):
         judge.add(op(n, 0))
     assert judge.counts[Breach.MISSING] == 5 and len(judge.reports) == 2
