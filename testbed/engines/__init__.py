@@ -1,11 +1,7 @@
-"""The engines a run's jobs can go through, by name (`--engine`): each a module of this
-package, imported only when a run asks for it (an RQ run never imports Celery's).
+"""The engines a run's jobs can go through: each a module of this package holding its run
+settings as a frozen dataclass that implements `base.Engine`. Only a run that asks for one
+imports its libraries (an RQ run never imports Celery's).
 
-A third engine is one module here (a frozen dataclass that implements `base.Engine` and
-holds the engine's run settings), one in `workers.engines` (its workers' `preload` and
-`serve`), and a line in each registry; `testbed.usecases.engines` turns what a front end asks for into it."""
-
-from __future__ import annotations
-
-MODULES = {"rq": "testbed.engines.rq", "celery": "testbed.engines.celery"}
-LABELS = {"rq": "RQ", "celery": "Celery"}
+A third engine is one module here, one in `workers.engines` (its workers' `preload` and
+`serve`, named in that package's registry), and its name in the engine choice
+(`testbed.usecases.engines`), which turns what a front end asks for into the engine's value."""

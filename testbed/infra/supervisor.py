@@ -94,10 +94,10 @@ class Supervisor:
         self._env[RQ_URL_ENV] = redis_url
         if provider_token:
             self._env[TOKEN_ENV] = provider_token
+        # A directory of the run's own for what an engine's workers leave in a temp dir.
         tmp = self._dir / "tmp"
+        tmp.mkdir(exist_ok=True)
         self._env |= engine.worker_env(run_prefix, str(tmp))
-        if self._env.get("TMPDIR") == str(tmp):
-            tmp.mkdir(exist_ok=True)
         self._started = 0
         self._zygote: Zygote | None = None
         self.workers: dict[str, WorkerProcess] = {}
