@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 from typer import Option
 
 from labcore.boundaries import ORDER
-from labcore.delivery import Delivery
+from labcore.delivery import askable
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from testbed.usecases.engines import EngineChoice
+    from testbed.engines.base import EngineChoice
     from testbed.usecases.runs import Jobs
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
@@ -120,10 +120,10 @@ class StackArgs:
         Option(
             "--delivery",
             metavar="SETTING",
-            help=f"Celery delivery setting (repeatable; default: all): {', '.join(Delivery)}.",
+            help=f"Celery delivery setting (repeatable; default: all): {', '.join(askable())}.",
         ),
     ] = None
-    celery_app: Annotated[
+    app: Annotated[
         str | None,
         Option(
             "--celery-app",
@@ -159,9 +159,9 @@ class StackArgs:
     ] = None
 
     def engine_choice(self) -> EngineChoice:
-        from testbed.usecases.engines import EngineChoice
+        from testbed.engines.base import EngineChoice
 
-        return EngineChoice(self.engine, tuple(self.delivery or ()), self.celery_app, self.visibility_timeout)
+        return EngineChoice(self.engine, tuple(self.delivery or ()), self.app, self.visibility_timeout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from labcore.keys import QUEUE, RunKeys
-from testbed.engines.base import JobQueue, JobRequest, RQTimers
+from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
+from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from workers.target import HANDLER, USER_JOB
 
@@ -32,7 +33,27 @@ class RQ:
     label: ClassVar[str] = "RQ"
     waits_for_horses: ClassVar[bool] = True
     recovers_by_force: ClassVar[bool] = True
+    takes_app: ClassVar[bool] = False
     versions: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def settings(cls, choice: EngineChoice) -> list[str]:
+        """RQ's one retry budget: no delivery setting, no broker."""
+        s = choice.spelling
+        if choice.deliveries:
+            raise UsageError(f"{s.delivery} is a Celery setting: it needs {s.engine} celery")
+        if choice.visibility_timeout is not None:
+            raise UsageError(f"{s.visibility_timeout} is a Celery setting: it needs {s.engine} celery")
+        return []
+
+    @classmethod
+    def chosen(cls, choice: EngineChoice, shape: RunShape) -> RQ:
+        cls.settings(choice)
+        return cls()
+
+    @classmethod
+    def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
+        return ""
 
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         return {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from labcore.delivery import named
 from labcore.events import Noted
 from testbed.judge import observer
 from testbed.judge.observer import ReplayLatency
@@ -26,7 +27,7 @@ def recovery_mode(
     the recovery that requeued a dead worker's job (forced or RQ's own); on
     Celery, as the task's delivery setting says."""
     if delivery:
-        return f"{fault}{' (pool child)' * (fault == 'kill')}, celery {delivery}"
+        return f"{fault}{' (pool child)' * (fault == 'kill')}, {named(delivery)}"
     if fault == "kill":
         return "kill (work-horse), requeued by RQ's Retry"
     mode = next((e.get("mode") for e in events if e["event"] == "recovered"), None) or default_recovery
