@@ -264,3 +264,37 @@ def connect(url: str) -> redis_lib.Redis:
     except (redis_lib.RedisError, ValueError) as exc:
         raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
     return client
+
+
+# The option that runs on a Redis without a password anyway (the command line's and `testbed host`'s).
+PRIVATE_FLAG = "--redis-private"
+
+
+def require_password(url: str) -> None:
+    """Refuse (SetupError, before the run writes anything) a Redis that takes clients without
+    a password: any other client of it could read the run's jobs and write jobs of its own.
+    Asked as a stranger would: the URL's credentials left out, a PING answered is open,
+    a NOAUTH (or any refusal) is not."""
+    import redis as redis_lib
+
+    from labcore import connections
+
+    try:
+        stranger = connections.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+    except ValueError as exc:
+        raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
+    for credential in ("username", "password"):  # wherever the URL put them: netloc or query
+        stranger.connection_pool.connection_kwargs.pop(credential, None)
+    try:
+        stranger.ping()
+    except redis_lib.ResponseError:  # AuthenticationError (NOAUTH) among them
+        return
+    except redis_lib.RedisError as exc:
+        raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
+    finally:
+        stranger.close()
+    raise SetupError(
+        f"the Redis at {redacted(url)} takes clients without a password: any of them could read"
+        f" the run's jobs and forge its effects; set one (requirepass), or pass {PRIVATE_FLAG}"
+        " if no one else can reach this Redis"
+    )
