@@ -32,6 +32,8 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
         raise SetupError(f"provider port {port} is already in use")
     settings = RQTimers(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
     remote = hosts.remote_options(args)
+    if args.redis_private and not args.redis_url:
+        raise UsageError("--redis-private needs --redis-url (or $REDIS_URL): the Redis said to be yours alone")
     if args.redis_url and not args.redis_private:  # last: the one check that asks the network
         require_password(args.redis_url)
     return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
