@@ -10,7 +10,7 @@ from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
 from testbed.engines.base import RQTimers
 from testbed.errors import SetupError, UsageError
-from testbed.infra.stack import StackOptions, require_password
+from testbed.infra.stack import StackOptions
 from testbed.nemesis.recovery import Recovery
 
 MAX_WORKERS = 64
@@ -34,9 +34,8 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
     remote = hosts.remote_options(args)
     if args.redis_private and not args.redis_url:
         raise UsageError("--redis-private needs --redis-url (or $REDIS_URL): the Redis said to be yours alone")
-    if args.redis_url and not args.redis_private:  # last: the one check that asks the network
-        require_password(args.redis_url)
-    return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
+    stack = StackOptions(args.workers, args.redis_url, args.redis_private, port, settings, args.keep, remote)
+    return stack, Recovery(args.recovery)
 
 
 def vars_of(settings: RQTimers) -> dict[str, int]:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import TESTBED, SharedRedis, finish, redis_server, start_testbed
+from testbed.infra.stack import require_password
+from tests.support.helpers import TESTBED, SharedRedis, assert_left_nothing, finish, redis_server, start_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +34,12 @@ def test_a_redis_without_a_password_is_refused_before_anything(workdir: Path, tm
             (line,) = stderr.strip().splitlines()
             assert "takes clients without a password" in line and "--redis-private" in line
         assert client.dbsize() == 0
+        assert_left_nothing(ran)
+
+
+def test_a_redis_with_a_password_is_taken(tmp_path: Path) -> None:
+    with redis_server(tmp_path, password="pw-of-the-user") as (url, _):
+        require_password(url)  # the stranger it sends is told NOAUTH
 
 
 class _Payload:
