@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
+from rq.exceptions import DeserializationError
 from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
@@ -87,7 +88,7 @@ class Worker(RQWorker):
     @staticmethod
     def kept_for(job: Any) -> str | None:
         """The provider whose connection this worker keeps for the job's work-horse: the lab's handler's."""
-        return job.args[0]["provider"] if job.func_name == HANDLER else None
+        return job.args[0]["provider"] if _function(job) == HANDLER else None
 
     def execute_job(self, job: Any, queue: Any) -> None:
         base = self.kept_for(job)
@@ -110,11 +111,12 @@ class Worker(RQWorker):
         """What its work-horse left stopped and counted, its output capped; its exit
         status as RQ should take it."""
         job = self._job
+        function = _function(job)
         left = horses.stop_group(pid)
         horses.cap_output(self._logs)
-        if left and job.func_name in (HANDLER, USER_JOB):
+        if left and function in (HANDLER, USER_JOB):
             self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
-        if status == 0 and job.func_name == USER_JOB and self._still_mine(job):
+        if status == 0 and function == USER_JOB and self._still_mine(job):
             status = _DIED
         if self._keeps_connection:
             from workers import client
@@ -150,3 +152,13 @@ class _Listener(threading.Thread):
     def stop(self) -> None:
         """The loop ends after the read in progress: nothing waits for it here (RQ joins it next)."""
         self._stopped.set()
+
+
+def _function(job: Any) -> str | None:
+    """The job's function; None for a job whose data does not load (JSON, testbed.engines.rq):
+    not the lab's, but another client's of a shared Redis, which RQ fails in its work-horse.
+    Read here, in the worker, it would raise and end the worker."""
+    try:
+        return str(job.func_name)
+    except DeserializationError:
+        return None

@@ -20,6 +20,7 @@ from labcore.boundaries import ORDER
 from labcore.delivery import askable
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.infra.stack import PRIVATE_FLAG
 from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
@@ -84,6 +85,7 @@ PromiseOption = Annotated[
         help="What --handler is judged against: exactly-once, at-least-once, at-most-once.",
     ),
 ]
+PRIVATE_HELP = "--redis-url is yours alone: use it although it takes clients without a password."
 ResultsPath = Annotated[Path, Option("--json", metavar="PATH", help="Where to write the results (a file).")]
 
 
@@ -98,6 +100,10 @@ class StackArgs:
             "--redis-url", metavar="URL", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix)."
         ),
     ] = None
+    redis_private: Annotated[
+        bool,
+        Option(PRIVATE_FLAG, help=PRIVATE_HELP),
+    ] = False
     provider_port: Annotated[
         int, Option("--provider-port", metavar="PORT", help="Provider port (default: a free one).")
     ] = 0

@@ -25,6 +25,10 @@ FAILURE_TTL = 24 * 3600
 # died is marked failed after it succeeds if results are deleted at once (its
 # dead execution's record has expired; deleting the job looks it up and raises).
 RESULT_TTL = 60
+# Jobs as JSON, never pickles: whatever another client of a shared Redis writes there is then
+# data, not code, in the workers (a pickle runs its `__reduce__` as it is loaded). A job that
+# is not JSON fails to load, and RQ fails it without running anything.
+SERIALIZER = "rq.serializers.JSONSerializer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ class RQ:
         argv = ["--name", name, "--worker-ttl", str(s.worker_ttl)]
         argv += ["--maintenance-interval", str(s.maintenance_interval)]
         argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
-        return [*argv, "--disable-job-desc-logging", queue]
+        return [*argv, "--disable-job-desc-logging", "--serializer", SERIALIZER, queue]
 
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         from rq import Worker
@@ -110,7 +114,7 @@ class RQJobs:
         from rq import Queue
 
         self.loses_jobs = False
-        self._queue = Queue(QUEUE, connection=redis)
+        self._queue = Queue(QUEUE, connection=redis, serializer=SERIALIZER)
         self._redis = redis
         self._retries = retries
         self._failed_key = self._queue.failed_job_registry.key

@@ -20,6 +20,7 @@ from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
+from labcore.scoped import ledger_secret
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.infra.liveness import check_alive
@@ -161,6 +162,7 @@ class ProviderAdmin:
 
     def __init__(self, url: str, token: str | None) -> None:
         self._http = provider_client(url, token, timeout=PAUSE_BOUND)
+        self._token = token
 
     def close(self) -> None:
         self._http.close()
@@ -168,8 +170,10 @@ class ProviderAdmin:
     def put_ledger(self, ledger: str, contract: Contract) -> None:
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}", contract.to_dict())
 
-    def put_scope_secret(self, ledger: str, secret: str) -> None:
-        """The secret users' jobs' scoped URLs for this ledger are signed with (provider/scopes.py)."""
+    def put_scope(self, ledger: str) -> None:
+        """Register the secret users' jobs' scoped URLs for this ledger are signed with
+        (provider/scopes.py): the work-horses derive it from the same token."""
+        secret = ledger_secret(self._token, ledger)
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/scope", {"secret": secret})
 
     def advance_clock(self, ledger: str, seconds: float) -> None:

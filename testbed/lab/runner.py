@@ -20,7 +20,6 @@ import redis as redis_lib
 
 from labcore import plan as plans
 from labcore.bus import Wake
-from labcore.credentials import new_secret
 from labcore.delivery import acks_early
 from labcore.events import Noted
 from labcore.faults import RULES
@@ -154,8 +153,6 @@ class CellRunner:
         # Jobs the queue gave up on; their ids start with their cell's id. Read again when there are more.
         self._failed: set[str] = set()
         self._failed_count = 0
-        # Signs users' jobs' scoped provider URLs.
-        self._secret = new_secret()
 
     def before(self, cell_id: str, job_id: str) -> None:
         """A worker is about to be killed whole with this job (the controller's WorkerLoss)."""
@@ -241,9 +238,7 @@ class CellRunner:
         )
         function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
-            spec = userjobs.job_spec(
-                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
-            )
+            spec = userjobs.job_spec(s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env)
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops
@@ -253,7 +248,7 @@ class CellRunner:
             running.series = Series()
         s.admin.put_ledger(ledger, scenario.contract)
         if cell.handler is not None:
-            s.admin.put_scope_secret(ledger, self._secret)
+            s.admin.put_scope(ledger)
         sink = None
         if self.run_dir is not None:
             self.run_dir.record(cell_line(cell_id, ledger, cell))

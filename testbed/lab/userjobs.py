@@ -118,10 +118,9 @@ def job_spec(
     handler: str,
     ledger: str,
     provider: str,
-    secret: str,
     paths: Sequence[str],
     env: dict[str, str],
 ) -> dict[str, Any]:
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, secret, list(paths), dict(env)))
+    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env)))

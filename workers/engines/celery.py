@@ -79,6 +79,12 @@ def overrides(url: str, run_prefix: str, visibility: int | None, app: Celery | N
         "result_backend_transport_options": backend | prefix,
         "worker_enable_remote_control": False,
         "broker_connection_retry_on_startup": True,
+        # JSON only, whatever the app says: a pickle another client of the Redis writes as a
+        # message or a result would run its code in the worker, or in the lab, as it is loaded.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
     }
 
 
