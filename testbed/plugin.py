@@ -295,7 +295,7 @@ def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers:
     of their own; never the handlers' own code)."""
     from testbed.infra.stack import StackOptions
     from testbed.lab import session, userjobs
-    from workers.target import USER_JOBS_ENV, jobs_env
+    from workers.specs import USER_JOBS_ENV, jobs_env
 
     run_id = _claim_rq_prefix()
     # What the workers preload as they start: the user-job wrapper and the HTTP clients it

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from labcore.scoped import PROVIDER_ENV
 from workers import engines
-from workers.target import PLACEHOLDER_URL, TargetError, find, libraries_loaded_by, load
+from workers.specs import PLACEHOLDER_URL, TargetError, find, libraries_loaded_by, load
 
 
 def main(argv: Sequence[str] | None = None) -> int:

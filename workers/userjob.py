@@ -29,7 +29,7 @@ from labcore.boundaries import Boundary
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import PROVIDER_ENV, Scope, base_url, ledger_secret, sign, user_op_id
-from workers import client, http_probes, scope, target
+from workers import client, http_probes, scope, specs
 from workers.flow import Outcome, Result
 from workers.instrument import Job, open_attempt, rq_job
 from workers.ledger import Ledger
@@ -76,7 +76,7 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     with scope.running(attempt):
         try:
             attempt.at(Boundary.JOB_START)
-            call = function or target.load(s.handler, s.paths)
+            call = function or specs.load(s.handler, s.paths)
             try:
                 value = call(user_op_id(s.ledger, op), intent.payload)
             finally:

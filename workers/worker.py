@@ -54,7 +54,7 @@ from rq.worker import Worker as RQWorker
 from labcore import connections
 from labcore.keys import RunKeys
 from workers import horses
-from workers.target import HANDLER, USER_JOB
+from workers.specs import HANDLER, USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
 # A work-horse that exits with this status died before it ended its job (`os.waitstatus_to_exitcode`: 1).

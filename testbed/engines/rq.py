@@ -12,7 +12,7 @@ from labcore.keys import QUEUE, RunKeys
 from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
-from workers.target import HANDLER, USER_JOB
+from workers.specs import HANDLER, USER_JOB
 
 if TYPE_CHECKING:
     from redis import Redis

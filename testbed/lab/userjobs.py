@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
-from workers.target import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
+from workers.specs import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
 
 FUNCTION = USER_JOB
 IMPORT_TIMEOUT = 30.0  # seconds the handlers' import check may take (--import-timeout)

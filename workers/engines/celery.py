@@ -162,12 +162,12 @@ def serve(argv: list[str]) -> None:
     if spec is None:
         app = lab_app(url, prefix, int(os.environ.get(RETRIES_ENV, "1")), visibility)
     else:
-        from workers import target, userjob  # noqa: F401  (userjob instruments the HTTP clients)
+        from workers import specs, userjob  # noqa: F401  (userjob instruments the HTTP clients)
 
         paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
-        app = target.find(spec, paths)
+        app = specs.find(spec, paths)
         bind(app, url, prefix, visibility)
-        adopt(app, target.find(os.environ[HANDLER_ENV], paths))
+        adopt(app, specs.find(os.environ[HANDLER_ENV], paths))
     app.worker_main(["worker", *argv])
 
 
@@ -188,7 +188,7 @@ def _failed(task_id: str | None = None, **_: Any) -> None:
 
 def check_tasks(app_spec: str, app: Any, tasks: Mapping[str, Any]) -> str | None:
     """Why `app` (imported from `app_spec`) is not a Celery app, or one of `tasks` (by spec) not
-    one of its tasks; None if they are (the handlers' import check, `workers.target`)."""
+    one of its tasks; None if they are (the handlers' import check, `workers.specs`)."""
     if not callable(getattr(app, "worker_main", None)) or not hasattr(app, "tasks"):
         return f"--celery-app {app_spec}: not a Celery app (it is a {type(app).__name__})"
     for spec, task in tasks.items():

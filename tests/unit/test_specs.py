@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from workers.target import TargetError, jobs_env, load, preload, split
+from workers.specs import TargetError, jobs_env, load, preload, split
 
 
 def test_a_function_by_module_and_name() -> None:
     assert load("examples.keyed:send").__name__ == "send"
-    assert load("workers.target:TargetError.__init__") is TargetError.__init__
+    assert load("workers.specs:TargetError.__init__") is TargetError.__init__
 
 
 @pytest.mark.parametrize(
