@@ -99,9 +99,9 @@ class CellKeys:
         return f"{self.base}:plan"
 
     @property
-    def ledger(self) -> str:
+    def markers(self) -> str:
         """op id -> the application's local marker."""
-        return f"{self.base}:ledger"
+        return f"{self.base}:markers"
 
     @property
     def outcomes(self) -> str:

@@ -32,7 +32,7 @@ from labcore.scoped import PROVIDER_ENV, Scope, base_url, ledger_secret, sign, u
 from workers import client, http_probes, scope, specs
 from workers.flow import Outcome, Result
 from workers.instrument import Job, open_attempt, rq_job
-from workers.ledger import Ledger
+from workers.markers import Markers
 
 http_probes.install()
 
@@ -89,5 +89,5 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     result = Result(Outcome.COMPLETED, repr(value)[:_DETAIL])
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
     probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
-    Ledger(redis, cell).finish(op, result)
+    Markers(redis, cell).finish(op, result)
     return value

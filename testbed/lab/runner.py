@@ -183,7 +183,7 @@ class CellRunner:
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
-            # Woken by the bus or by a cell's last job (workers.ledger), else at the next check
+            # Woken by the bus or by a cell's last job (workers.markers), else at the next check
             # (a timeout of 0 would block for ever).
             drained = [r.keys.drained for r in self._running.values()]
             message = self.stack.bus.next(max(0.005, next_check - time.monotonic()), drained)
@@ -346,7 +346,7 @@ class CellRunner:
 
     def _store_intents(self, r: _Running, seqs: range, declines: bool) -> None:
         """These ops' intents and plans, with the cell's total before the first (the job
-        that ends last wakes the loop: workers.ledger), in one round trip."""
+        that ends last wakes the loop: workers.markers), in one round trip."""
         with self.stack.redis.pipeline(transaction=False) as pipe:
             if seqs.start == 1:
                 pipe.set(r.keys.total, self._total(r))
