@@ -57,7 +57,6 @@ from provider.limits import (
 from provider.peers import Client, Peers
 from provider.service import (
     BAD_REQUEST,
-    FAILED,
     HEAD_TOO_LARGE,
     TOO_MANY_CONNECTIONS,
     HeldSend,
@@ -165,6 +164,10 @@ class Connections:
     def admit(self, client: Client) -> bool:
         own = client == self._own
         if not self._budget.admits(own, self._admitted, self._strangers, self._by_client[client]):
+            if own:  # the lab's own links: a failure of the provider's, not a client's excess
+                self.service.failures.note(
+                    f"the provider refused a connection of its own user: out of descriptors ({self._budget.total})"
+                )
             return False
         self._admitted += 1
         if not own:
@@ -373,9 +376,9 @@ class Connection(asyncio.Protocol):
             return
         try:
             answer = self._handle(request)
-        except Exception:
+        except Exception as exc:
             _log.exception("Exception answering %s %s", request.method, request.path)
-            answer = FAILED
+            answer = self._connections.service.failed(exc)
         if isinstance(answer, HeldSend):
             self._hold(answer, request)
         else:
@@ -430,9 +433,9 @@ class Connection(asyncio.Protocol):
         def run() -> None:
             try:
                 response = held.run()
-            except Exception:
+            except Exception as exc:
                 _log.exception("Exception in an armed send")
-                response = FAILED
+                response = self._connections.service.failed(exc)
             with contextlib.suppress(RuntimeError):  # the loop is closed: the provider stopped meanwhile
                 loop.call_soon_threadsafe(self._held_answered, response, held, request)
 

@@ -10,6 +10,7 @@ from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
 from testbed.engines.base import RQTimers
 from testbed.errors import SetupError, UsageError
+from testbed.infra import descriptors
 from testbed.infra.stack import StackOptions
 from testbed.nemesis.recovery import Recovery
 
@@ -32,6 +33,8 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
         raise SetupError(f"provider port {port} is already in use")
     settings = RQTimers(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
     remote = hosts.remote_options(args)
+    if remote is None:  # the run starts its processes here: this machine's limit is theirs
+        descriptors.ensure(args.workers)
     return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
 
 
