@@ -482,6 +482,35 @@ class Connection(asyncio.Protocol):
         if ticks - (self._began if self._busy else self._idle_since) > (REQUEST_TICKS if self._busy else IDLE_TICKS):
             self.close()
 
+    @property
+    def answering(self) -> bool:
+        """A request of it is still to be answered, the connection still open."""
+        return not self._lost and not self._transport.is_closing()
+
+    def drain(self) -> bool:
+        """Before a planned crash (`provider.gate`): closed now if no request is coming in, else
+        once that one is answered; whether the drain is to wait for it. A request the client
+        has sent and the loop not yet read counts as coming: closed unread, it would be reset."""
+        if self._lost or self._transport.is_closing():
+            return False
+        if self._holding:  # the planned fault's own: the crash is for it
+            self._closing = True
+            return False
+        if self._busy or self._unread():
+            self._closing = True
+            return True
+        self.close()
+        return False
+
+    def _unread(self) -> bool:
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        # A copy of the descriptor to peek with: uvloop's socket object does not read.
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))  # nothing there: BlockingIOError
+        return False
+
     def shutdown(self) -> None:
         if self.in_progress:
             self._closing = True
