@@ -293,10 +293,12 @@ def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers:
     everything it started, on leaving. Its workers preload the installed libraries the
     `preload` handlers import (found as `testbed chaos --handler` finds them, in a process
     of their own; never the handlers' own code)."""
+    from testbed.infra import descriptors
     from testbed.infra.stack import StackOptions
     from testbed.lab import session, userjobs
     from workers.specs import USER_JOBS_ENV, jobs_env
 
+    descriptors.ensure(workers)
     run_id = _claim_rq_prefix()
     # What the workers preload as they start: the user-job wrapper and the HTTP clients it
     # instruments, and the libraries the handlers import (prepare checks them and adds those).

@@ -153,6 +153,8 @@ class CellRunner:
         # Jobs the queue gave up on; their ids start with their cell's id. Read again when there are more.
         self._failed: set[str] = set()
         self._failed_count = 0
+        # The provider's own failures before the run's first cell: only those after are this run's.
+        self._provider_failures = stack.admin.failures()
 
     def before(self, cell_id: str, job_id: str) -> None:
         """A worker is about to be killed whole with this job (the controller's WorkerLoss)."""
@@ -195,7 +197,10 @@ class CellRunner:
                 continue
             next_check = time.monotonic() + CHECK_EVERY
             self.stack.check()
-            for done in self._finished():
+            finished = self._finished()
+            if finished:
+                self._provider_held_up()
+            for done in finished:
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
                 self.judged(done.index, len(cells), row)
@@ -280,12 +285,22 @@ class CellRunner:
             elif now - r.moved > LOOK_FOR_LOST and self.queue.loses_jobs:
                 self._look_for_lost(r)
             if r not in done and now - r.started > o.cell_timeout:
+                self._provider_held_up()  # its failure may be why the cell did not finish
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
                 raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over){_paused(s)}")
         if done:  # what the finished jobs reported must reach the controller first
             for message in s.bus.queued():
                 self.controller.handle(message)
         return done
+
+    def _provider_held_up(self) -> None:
+        """A RunFailure if the provider failed on its own during the cells (a log it could not
+        write, a connection of the lab's own it refused): what a job got of it is the lab's
+        failure, never a finding about the job, so the cells it may have touched are not judged."""
+        cause = self.stack.admin.failures().since(self._provider_failures)
+        if cause is not None:
+            db = self.stack.provider.db
+            raise RunFailure(cause + (f" (its log: {db})" if db is not None else ""))
 
     def _look_for_lost(self, r: _Running) -> None:
         """A cell that has not moved for a while may wait for a job its queue lost: one never
