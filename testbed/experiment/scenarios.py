@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from labcore.boundaries import ORDER, Boundary
 from labcore.choices import pick
+from labcore.delivery import APP, SETTINGS, Delivery
 from labcore.faults import Fault
 from provider.contract import Contract
 from workers.strategies import STRATEGIES
@@ -122,6 +123,29 @@ SCENARIOS: dict[str, Scenario] = {
 
 def parse_scenario(name: str) -> Scenario:
     return pick("scenario", name, SCENARIOS)
+
+
+def celery_refusal(scenario: Scenario, delivery: str, scheduled: bool) -> str | None:
+    """Why a cell of this scenario would wait for ever on Celery under `delivery` (APP: a user's
+    app's own options), or None where it runs. A held op waits for its duplicate to run: a
+    worker that acknowledges as the task starts takes its next message while it holds the op,
+    perhaps that duplicate; and a matrix cell holds ops on every worker before their duplicates,
+    sent behind the backlog (a Celery queue has no front), can start. A trial's schedule
+    (explore, --schedule) holds fewer ops than there are workers."""
+    if scenario.nemesis is not Nemesis.DUPLICATE:
+        return None
+    if delivery != APP and not SETTINGS[Delivery(delivery)].options["acks_late"]:
+        return (
+            f"scenario {scenario.name} under {delivery}: a worker holding an op takes the next message, which may"
+            " be the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
+        )
+    if not scheduled:
+        return (
+            f"scenario {scenario.name} on Celery: the cell holds ops on every worker before their duplicates,"
+            " sent behind the backlog (a Celery queue has no front), can release them; explore it instead"
+            f" (testbed explore --engine celery --delivery acks-late --scenario {scenario.name})"
+        )
+    return None
 
 
 def check_fault(scenario: Scenario, fault: Fault) -> None:

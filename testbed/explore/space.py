@@ -45,7 +45,7 @@ from labcore.faults import RULES, Fault, cause_of
 from labcore.plan import Armed
 from labcore.schedule import Schedule
 from testbed.errors import UsageError
-from testbed.experiment.scenarios import SCENARIOS, Nemesis
+from testbed.experiment.scenarios import SCENARIOS, Nemesis, celery_refusal
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, legal
 
 # Simplest first: what shrinking moves a strike towards. `hold` is duplicate-enqueue's own.
@@ -65,17 +65,17 @@ DEFAULT_SCENARIOS = ("none", "duplicate-enqueue")
 
 def scenarios_for(asked: Sequence[str], delivery: str | None) -> tuple[str, ...]:
     """The scenarios trials are drawn under: those asked for, else the default ones the engine can
-    run. Under a Celery setting that acknowledges a task as it starts, a worker whose op is held
-    takes the next message meanwhile, which may be a held op's duplicate: both would wait for ever.
-    A user's app (`APP`) may acknowledge early: duplicate-enqueue only where asked for."""
-    if delivery is None or (delivery != APP and SETTINGS[Delivery(delivery)].options["acks_late"]):
+    run (`celery_refusal`: under a Celery setting that acknowledges a task as it starts, no
+    duplicate-enqueue). A user's app (`APP`) may acknowledge early: duplicate-enqueue only where
+    asked for."""
+    if delivery is None:
         return tuple(asked) or DEFAULT_SCENARIOS
-    held = [s for s in asked if SCENARIOS[s].nemesis is Nemesis.DUPLICATE]
-    if held and delivery != APP:
-        raise UsageError(
-            f"scenario {held[0]} under {delivery}: a worker holding an op takes the next message, which may be"
-            " the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
-        )
+    for name in asked:
+        refused = celery_refusal(SCENARIOS[name], delivery, scheduled=True)
+        if refused is not None:
+            raise UsageError(refused)
+    if delivery != APP and SETTINGS[Delivery(delivery)].options["acks_late"]:
+        return tuple(asked) or DEFAULT_SCENARIOS
     return tuple(asked) or tuple(s for s in DEFAULT_SCENARIOS if SCENARIOS[s].nemesis is not Nemesis.DUPLICATE)
 
 

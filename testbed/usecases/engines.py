@@ -14,6 +14,7 @@ from labcore.delivery import APP, Delivery, Engine, parse_delivery
 from testbed.engines.celery import Celery
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import celery_refusal, parse_scenario
 from testbed.experiment.selection import parse_all
 from testbed.infra.stack import StackOptions
 
@@ -93,8 +94,14 @@ def on_engine(
     forced_recovery: bool = True,
 ) -> tuple[StackOptions, list[Cell]]:
     """The stack and cells for the engine asked for: as they are on RQ; on Celery, the stack's
-    workers Celery's and each cell once per delivery setting. A UsageError says why not."""
+    workers Celery's and each cell once per delivery setting. A UsageError says why not, a cell
+    that would wait for ever under a setting included (`celery_refusal`)."""
     engine, deliveries = parse_engine(choice.engine, choice.deliveries, choice.celery_app, choice.spelling)
+    for cell in cells:
+        for delivery in deliveries:
+            refused = celery_refusal(parse_scenario(cell.scenario), delivery, cell.schedule is not None)
+            if refused is not None:
+                raise UsageError(refused)
     builtins = any(c.handler is None for c in cells)
     stack = engine_stack(engine, choice, stack, retries, handlers, paths, builtins, forced_recovery)
     return stack, engine_cells(cells, deliveries)
