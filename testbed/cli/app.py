@@ -2,7 +2,8 @@
 layer over the lab. Exit codes: 0 every cell as expected; 1 a cell differs
 from its expectation (or, under load, breaks a promise); 2 bad input or an
 environment the run cannot start in; 3 the stack failed during the run;
-130 interrupted."""
+4 explore's counterexample did not reproduce in its confirming runs
+(unconfirmed); 130 interrupted."""
 
 from __future__ import annotations
 

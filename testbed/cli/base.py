@@ -6,6 +6,9 @@ from typing import Annotated
 
 import typer
 
+# explore: a counterexample that failed once and in none of its confirming runs (--confirm).
+EXIT_UNCONFIRMED = 4
+
 app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -14,7 +17,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     help="A crash-test lab for the side effects of agent tool calls and queue jobs: real Redis, RQ workers,"
     " SIGKILLs at named boundaries, and a provider process whose log is the judge.",
-    epilog="Exit codes: 0 every cell as expected; 1 a cell differs; 2 bad input; 3 the stack failed; 130 interrupted.",
+    epilog="Exit codes: 0 every cell as expected; 1 a cell differs; 2 bad input; 3 the stack failed;"
+    " 4 explore's counterexample did not reproduce (unconfirmed); 130 interrupted.",
 )
 
 

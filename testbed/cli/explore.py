@@ -12,7 +12,7 @@ from typer import Option
 
 from labcore.schedule import MAX_RETRIES
 from testbed.cli import checks
-from testbed.cli.base import app, examples
+from testbed.cli.base import EXIT_UNCONFIRMED, app, examples
 from testbed.cli.options import (
     SCENARIO_NAMES,
     CellTimeout,
@@ -109,7 +109,13 @@ def explore(
         Option("--model-only", help="Built-ins: look only for runs the model does not predict (a bug of the lab)."),
     ] = False,
     confirm: Annotated[
-        int, Option("--confirm", metavar="N", help="Fresh runs of the counterexample that say if it reproduces.")
+        int,
+        Option(
+            "--confirm",
+            metavar="N",
+            help="Fresh runs of the counterexample that say if it reproduces (1 to 10); one that fails in none"
+            " of them is unconfirmed (exit 4).",
+        ),
     ] = 3,
     json_path: ResultsPath = Path("explore.json"),
     client_timeout: ClientTimeout = 0.5,
@@ -118,7 +124,9 @@ def explore(
     """Search random crash schedules on the real stack: trials of a few ops, each attempt clean or struck
     by a fault (recovery attempts too), under a scenario. The first trial that breaks the promise (a
     built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
-    to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`."""
+    to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`.
+    One that fails in none of its --confirm runs is reported as unconfirmed (exit 4), not as a
+    counterexample: a flake of the machine, or a job that breaks only sometimes."""
     # Imported here: the search's space is Hypothesis's, whose import the command line's start does without.
     from testbed.usecases.searches import SearchRequest
 
@@ -224,7 +232,9 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
         if shown := replays.render(row.history or {}):
             print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
     out.deliver(ran, summary)
-    return 1 if explored.counterexample is not None else 0
+    if example is None:
+        return 0
+    return 1 if example.confirmed else EXIT_UNCONFIRMED
 
 
 def _heard(judged: TrialResult, phase: str) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from typer import Argument, Option
 
-from testbed.cli.base import app, examples
+from testbed.cli.base import EXIT_UNCONFIRMED, app, examples
 from testbed.cli.options import Expect
 from testbed.cli.output import write_report
 from testbed.store.runs import RunStore
@@ -95,7 +95,11 @@ def check(
         print(f"incomplete run: {results.failure or 'a part of the lab failed'}; {counted}, checked from {path}")
         return 3
     print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.verdict})")
-    return 0 if passed == len(rows) else 1
+    if passed == len(rows):
+        return 0
+    found = results.explore.counterexample if results.explore is not None else None
+    # An exploration whose counterexample did not reproduce exited 4, not 1: the same code again.
+    return EXIT_UNCONFIRMED if found is not None and not found.confirmed else 1
 
 
 @app.command(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from labcore.keys import RunKeys
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import Scenario
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -190,6 +191,12 @@ class Engine(Protocol):
     @classmethod
     def chosen(cls, choice: EngineChoice, shape: RunShape) -> Engine:
         """Its value for this run; a UsageError (or SetupError) says why it cannot run it."""
+        ...
+
+    @classmethod
+    def refused(cls, scenario: Scenario, delivery: str | None, scheduled: bool) -> str | None:
+        """Why a cell of this scenario cannot run on it under `delivery` (`scheduled`: the cell
+        runs a trial's schedule, not the matrix's plan), or None where it runs."""
         ...
 
     @classmethod

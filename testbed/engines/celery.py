@@ -22,13 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from labcore.delivery import askable, parse_delivery
+from labcore.delivery import acks_early, askable, parse_delivery
 from labcore.engines.celery import APP, APP_TASK, ENGINE, Delivery, task_name
 from labcore.keys import QUEUE, RunKeys
 from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
 from testbed.engines.rq import names
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import Nemesis, Scenario
 from testbed.experiment.selection import parse_all
 
 if TYPE_CHECKING:
@@ -103,6 +104,28 @@ class Celery:
             set_by_lab = ", ".join(engine.overrides())
             print(f"testbed: the run sets in {choice.app}'s configuration: {set_by_lab}", file=sys.stderr)
         return engine
+
+    @classmethod
+    def refused(cls, scenario: Scenario, delivery: str | None, scheduled: bool) -> str | None:
+        """A held op waits for its duplicate to run: a worker that acknowledges as the task starts
+        takes its next message while it holds the op, perhaps that duplicate; and a matrix cell
+        holds ops on every worker before their duplicates, sent behind the backlog (a Celery queue
+        has no front), can start. A trial's schedule (explore, --schedule) holds fewer ops than
+        there are workers."""
+        if scenario.nemesis is not Nemesis.DUPLICATE:
+            return None
+        if acks_early(delivery):
+            return (
+                f"scenario {scenario.name} under {delivery}: a worker holding an op takes the next message, which may"
+                " be the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
+            )
+        if not scheduled:
+            return (
+                f"scenario {scenario.name} on Celery: the cell holds ops on every worker before their duplicates,"
+                " sent behind the backlog (a Celery queue has no front), can release them; explore it instead"
+                f" (testbed explore --engine celery --delivery acks-late --scenario {scenario.name})"
+            )
+        return None
 
     @classmethod
     def flags(cls, choice: EngineChoice, delivery: str | None) -> str:

@@ -12,6 +12,7 @@ from labcore.keys import QUEUE, RunKeys
 from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import Scenario
 from workers.specs import HANDLER, USER_JOB
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class RQ:
     def chosen(cls, choice: EngineChoice, shape: RunShape) -> RQ:
         cls.settings(choice)
         return cls()
+
+    @classmethod
+    def refused(cls, scenario: Scenario, delivery: str | None, scheduled: bool) -> str | None:
+        return None
 
     @classmethod
     def flags(cls, choice: EngineChoice, delivery: str | None) -> str:

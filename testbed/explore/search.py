@@ -15,7 +15,9 @@ ends when its budget of trials or its time is spent (`_Spent` leaves
 Hypothesis's loop: it is no exception Hypothesis catches), or when Hypothesis
 has no new batch to try; shrinking keeps Hypothesis's own bounds (500
 successful shrinks, 5 minutes). The counterexample is then run again
-`confirm` times, fresh, to say how often it reproduces.
+`confirm` times, fresh, to say how often it reproduces: one that fails in none of
+them is unconfirmed (a flake of the machine, or a job that breaks only sometimes),
+never reported as a counterexample, its schedule kept to replay all the same.
 """
 
 from __future__ import annotations
@@ -92,6 +94,11 @@ class Exploration:
         found = self.counterexample
         return 0 if found is None else sum(c.found is found.found for c in self.confirmations)
 
+    @property
+    def confirmed(self) -> bool:
+        """The counterexample failed the same way again in at least one of its fresh runs."""
+        return self.reproduced > 0
+
     def count(self, found: Found) -> int:
         return sum(j.found is found for j in self.trials.judged)
 
@@ -135,6 +142,7 @@ class Exploration:
                 "words": trial_lines(found.trial.schedule, row.op_facts or [], history, breaking),
                 "reproduced": self.reproduced,
                 "runs": confirming,
+                "confirmed": self.confirmed,
                 "replay": replay,
             }
         return out

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from labcore.boundaries import ORDER, Boundary
-from labcore.delivery import acks_early, acks_late
+from labcore.delivery import acks_late
 from labcore.faults import RULES, Fault, cause_of
 from labcore.plan import Armed
 from labcore.redelivery import Cause, Redelivery
 from labcore.schedule import Schedule
-from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS, Nemesis
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, legal
 
@@ -67,18 +66,12 @@ DEFAULT_SCENARIOS = ("none", "duplicate-enqueue")
 
 
 def scenarios_for(asked: Sequence[str], delivery: str | None) -> tuple[str, ...]:
-    """The scenarios trials are drawn under: those asked for, else the default ones the engine can
-    run. Under a Celery setting that acknowledges a task as it starts, a worker whose op is held
-    takes the next message meanwhile, which may be a held op's duplicate: both would wait for ever.
-    A user's app (`APP`) may acknowledge early: duplicate-enqueue only where asked for."""
+    """The scenarios trials are drawn under: those asked for (the engine refuses what it cannot
+    run: `Engine.refused`), else the default ones the engine can run. Under a setting that may
+    acknowledge a task as it starts, a worker whose op is held takes the next message meanwhile,
+    which may be a held op's duplicate: duplicate-enqueue only where asked for."""
     if delivery is None or acks_late(delivery):
         return tuple(asked) or DEFAULT_SCENARIOS
-    held = [s for s in asked if SCENARIOS[s].nemesis is Nemesis.DUPLICATE]
-    if held and acks_early(delivery):
-        raise UsageError(
-            f"scenario {held[0]} under {delivery}: a worker holding an op takes the next message, which may be"
-            " the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
-        )
     return tuple(asked) or tuple(s for s in DEFAULT_SCENARIOS if SCENARIOS[s].nemesis is not Nemesis.DUPLICATE)
 
 

@@ -2,8 +2,12 @@
 results (`Results.explore`): the search in figures, the counterexample in
 words with the command that replays it, and the coverage, which (attempt,
 boundary, fault) the trials armed and how often each struck, as a text table
-and as a heatmap (`#coverage`: one `figure.coverage[data-fault]` per fault,
-`rect.struck[data-attempt][data-boundary]` per place armed)."""
+and as a heatmap (`#coverage`: the counterexample's headline as
+`p.counterexample[data-confirmed]`, one `figure.coverage[data-fault]` per fault,
+`rect.struck[data-attempt][data-boundary]` per place armed).
+
+A counterexample that failed in none of its confirming runs is unconfirmed: said so
+everywhere (`headline`), its schedule kept to replay."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import xml.etree.ElementTree as ET
 from labcore.boundaries import ORDER
 from testbed.report.svg import PALETTE, el, esc, svg, text, tip, void
 from testbed.report.tables import aligned
-from testbed.store.results import ExploreSummary, Results, Struck
+from testbed.store.results import Counterexample, ExploreSummary, Results, Struck
 
 _CELL_W, _CELL_H, _LEFT, _TOP = 74, 26, 116, 22
 
@@ -41,6 +45,25 @@ def coverage_text(summary: ExploreSummary) -> str:
     return "\n".join(["coverage (struck / armed, per attempt):", *aligned(grid)])
 
 
+def headline(found: Counterexample) -> str:
+    """What the search found, in one line: a counterexample, or one that did not reproduce."""
+    ops = found.schedule.get("ops", [])
+    faults = sum(len(op.get("faults", [])) for op in ops)
+    shrunk = f"shrunk to {len(ops)} op{'s' * (len(ops) != 1)}, {faults} fault{'s' * (faults != 1)}"
+    lab = found.found == "lab"
+    if not found.confirmed:
+        what = "the model and the run disagreed" if lab else "it broke the promise"
+        return (
+            f"UNCONFIRMED for {found.target}: {what} in one trial ({shrunk}) and in none of its {found.runs}"
+            f" fresh runs (reproduced 0 of {found.runs}): a flake of the machine, or a job that breaks only"
+            " sometimes; not a counterexample until it reproduces"
+        )
+    bug = "the model and the run disagree (a bug of the lab, not a finding about the strategy)"
+    what = bug if lab else "it breaks the promise"
+    reproduced = f"reproduced {found.reproduced} of {found.runs} fresh runs"
+    return f"COUNTEREXAMPLE for {found.target}: {what}; {shrunk}; {reproduced}"
+
+
 def summary_text(summary: ExploreSummary) -> str:
     """The search in figures, then its counterexample, if it found one."""
     lines = [
@@ -52,20 +75,7 @@ def summary_text(summary: ExploreSummary) -> str:
     found = summary.counterexample
     if found is None:
         return "\n".join(lines)
-    what = (
-        "the model and the run disagree (a bug of the lab, not a finding about the strategy)"
-        if found.found == "lab"
-        else "it breaks the promise"
-    )
-    schedule = found.schedule
-    ops = len(schedule.get("ops", []))
-    faults = sum(len(op.get("faults", [])) for op in schedule.get("ops", []))
-    lines += [
-        "",
-        f"COUNTEREXAMPLE for {found.target}: {what}; shrunk to {ops} op{'s' * (ops != 1)},"
-        f" {faults} fault{'s' * (faults != 1)}; reproduced {found.reproduced} of {found.runs} fresh runs",
-        *(f"  {line}" for line in found.words),
-    ]
+    lines += ["", headline(found), *(f"  {line}" for line in found.words)]
     if found.replay:
         lines += ["replay it:", f"  {found.replay}"]
     return "\n".join(lines)
@@ -80,6 +90,10 @@ def coverage_section(results: Results) -> tuple[str, str, str] | None:
     if summary is None:
         return None
     intro = el("p", esc(summary_text(summary).split("\n")[0]), class_="note")
+    found = summary.counterexample
+    if found is not None:
+        confirmed = "true" if found.confirmed else "false"
+        intro += el("p", esc(headline(found)), class_="counterexample", data_confirmed=confirmed)
     if not summary.coverage:
         return "coverage", "Coverage", intro
     attempts = _attempts(summary.coverage)
@@ -143,7 +157,10 @@ def junit_case(suite: ET.Element, results: Results) -> None:
     found = summary.counterexample
     if found is not None:
         message = "the model and the run disagree" if found.found == "lab" else f"{results.options.promise} breaks"
-        failure = ET.SubElement(case, "failure", {"message": message, "type": found.found})
+        if not found.confirmed:  # still a failure (explore exits 4), but said to be one that did not reproduce
+            message = f"unconfirmed: {message} in one trial, in none of {found.runs} fresh runs"
+        kind = found.found if found.confirmed else "unconfirmed"
+        failure = ET.SubElement(case, "failure", {"message": message, "type": kind})
         failure.text = summary_text(summary)
     out = ET.SubElement(case, "system-out")
     out.text = coverage_text(summary)

@@ -325,7 +325,21 @@ class Counterexample(Record):
     words: list[str] = Field(description="What happened to each op, one line each.")
     reproduced: int = Field(description="Fresh runs of it that failed the same way.")
     runs: int = Field(description="Fresh runs of it made to confirm it.")
+    confirmed: bool = Field(
+        True,
+        description="It failed the same way in at least one of its fresh runs. false: unconfirmed, it failed"
+        " once and in none of them (a flake of the machine, or a job that breaks only sometimes), not reported"
+        " as a counterexample (explore exits 4); its schedule is kept to replay all the same. Absent from runs"
+        " stored before it: read as reproduced > 0.",
+    )
     replay: str = Field("", description="The command that replays it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _confirmed_of_older_runs(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "confirmed" not in data and isinstance(data.get("reproduced"), int):
+            return {**data, "confirmed": data["reproduced"] > 0}
+        return data
 
 
 class ExploreSummary(Record):

@@ -13,6 +13,7 @@ from testbed.engines import engine_of
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import parse_scenario
 from testbed.infra.stack import StackOptions
 
 
@@ -28,8 +29,15 @@ def on_engine(
     choice: EngineChoice, stack: StackOptions, cells: Sequence[Cell], shape: RunShape
 ) -> tuple[StackOptions, list[Cell]]:
     """The stack and cells for the engine asked for: the stack's workers the engine's and each
-    cell once per delivery setting. A UsageError says why not."""
-    deliveries = engine_of(choice).settings(choice)
+    cell once per delivery setting. A UsageError says why not, a cell the engine cannot run
+    under a setting included (`Engine.refused`)."""
+    kind = engine_of(choice)
+    deliveries = kind.settings(choice)
+    for cell in cells:
+        for delivery in list[str | None](deliveries) or [None]:
+            refused = kind.refused(parse_scenario(cell.scenario), delivery, cell.schedule is not None)
+            if refused is not None:
+                raise UsageError(refused)
     builtins = any(c.handler is None for c in cells)
     stack = engine_stack(choice, stack, replace(shape, builtins=builtins))
     return stack, engine_cells(cells, deliveries)

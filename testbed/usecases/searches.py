@@ -52,7 +52,11 @@ class SearchRequest:
         if not names and not self.jobs.handlers:
             raise UsageError(self.needs)
         setting = one_delivery(self.engine)
-        scenarios = scenarios_for(parse_all(list(self.scenarios), lambda s: parse_scenario(s).name) or [], setting)
+        asked = parse_all(list(self.scenarios), lambda s: parse_scenario(s).name) or []
+        for name in asked:
+            if (refused := engine_of(self.engine).refused(parse_scenario(name), setting, scheduled=True)) is not None:
+                raise UsageError(refused)
+        scenarios = scenarios_for(asked, setting)
         faults = faults_for(stack.remote is not None, whole_workers=engine_of(self.engine).recovers_by_force)
         stack = fit_faults(stack, faults)
         paths = self.jobs.prepare(self.engine)
@@ -102,15 +106,22 @@ class PreparedSearch:
 
 def failure_lines(done: Exploration, prepared: PreparedSearch) -> list[str]:
     """A search's counterexample as a test's failure says it: what broke, the smallest schedule
-    found, how often it reproduced, what happened to each op, and the schedule file."""
+    found, how often it reproduced (unconfirmed: in none of its fresh runs), what happened to
+    each op, and the schedule file."""
     found = done.counterexample
     assert found is not None
     promise = prepared.settings.promise
     what = "the model and the run disagree" if found.found.value == "lab" else f"{promise} does not hold"
     summary = done.to_json()["counterexample"]
+    name, runs = found.trial.target.name, len(done.confirmations)
+    head = (
+        f"{what} for {name}: the smallest schedule found (reproduced {done.reproduced} of {runs} fresh runs):"
+        if done.confirmed
+        else f"unconfirmed: {what} for {name} in one trial and in none of its {runs} fresh runs"
+        " (a flake of the machine, or a job that breaks only sometimes); the smallest schedule found:"
+    )
     return [
-        f"{what} for {found.trial.target.name}: the smallest schedule found"
-        f" (reproduced {done.reproduced} of {len(done.confirmations)} fresh runs):",
+        head,
         *(f"    {line}" for line in summary["words"]),
         f"as a schedule file (testbed chaos --schedule FILE{prepared.replay_flags(found)}):",
         found.trial.schedule.encode().rstrip(),

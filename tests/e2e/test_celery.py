@@ -110,6 +110,15 @@ def test_a_worker_killed_whole_loses_an_acknowledged_task_and_the_broker_restore
             ["--celery-app", "tests.e2e.test_celery:send_email", "--handler", "tests.e2e.test_celery:send_email"],
             "not a Celery app",
         ),
+        # Both waited into the cell timeout (exit 3): a held op's duplicate never ran.
+        (
+            ["--scenario", "duplicate-enqueue", "--engine", "celery", "--delivery", "early-ack"],
+            "scenario duplicate-enqueue under early-ack: a worker holding an op takes the next message",
+        ),
+        (
+            ["--scenario", "duplicate-enqueue", "--engine", "celery", "--delivery", "acks-late"],
+            "scenario duplicate-enqueue on Celery: the cell holds ops on every worker before their duplicates",
+        ),
     ],
 )
 def test_bad_engine_options_exit_2_with_one_line(workdir: Path, args: list[str], message: str) -> None:

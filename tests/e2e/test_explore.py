@@ -61,6 +61,37 @@ def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir: Path) -
     assert page.code == 0 and 'id="coverage"' in Path(page.stdout.strip()).read_text()
 
 
+def test_a_counterexample_that_does_not_reproduce_is_reported_unconfirmed(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that breaks its promise on its first run only: the search finds the breach, no fresh
+    run reproduces it, and explore says it is unconfirmed (exit 4), its schedule kept to replay."""
+    monkeypatch.setenv("FIRST_RUN_DIR", str(tmp_path))
+    store = workdir / "runs"
+    args = ["--handler", "tests.support.userjobs:breaks_on_first_run", "--scenario", "none", "--ops", "1"]
+    args += ["--retries", "1", "--parallel", "1", "--seed", "1", "--store", str(store)]
+    args += ["--junit", str(workdir / "j.xml")]
+    ran = run_testbed(args, workdir, command="explore")
+    assert ran.code == 4, ran.stderr + ran.stdout
+    found = explored(ran)["counterexample"]
+    assert (found["found"], found["reproduced"], found["runs"], found["confirmed"]) == ("breach", 0, 3, False)
+    assert "COUNTEREXAMPLE" not in ran.stdout
+    assert "UNCONFIRMED for tests.support.userjobs:breaks_on_first_run: it broke the promise in one trial" in ran.stdout
+    assert "in none of its 3 fresh runs (reproduced 0 of 3)" in ran.stdout
+    saved = store / "latest" / "counterexample.json"
+    assert Schedule.decode(saved.read_text()) == Schedule.from_json(found["schedule"])
+    assert found["replay"].startswith(f"testbed chaos --schedule {store}/")
+    assert 'type="unconfirmed"' in (workdir / "j.xml").read_text()
+    assert_left_nothing(ran)
+
+    for name in ("check", "report"):
+        (workdir / name).mkdir()
+    check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
+    assert check.code == 4, check.stdout + check.stderr
+    page = run_testbed(["latest", "--store", str(store)], workdir / "report", command="report")
+    assert page.code == 0 and 'data-confirmed="false">UNCONFIRMED for' in Path(page.stdout.strip()).read_text()
+
+
 def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
     ran = run_testbed(["-s", "provider-key", "--budget", "40", "--seed", "3", "--no-store"], workdir, command="explore")
     assert ran.code == 0, ran.stderr + ran.stdout

@@ -89,4 +89,20 @@ def exits_at_once(op_id: str, payload: dict[str, Any]) -> None:
     os._exit(0)
 
 
+def breaks_on_first_run(op_id: str, payload: dict[str, Any]) -> str:
+    """Exactly-once (its op id as the key), but the first time it ever runs (no marker yet in
+    $FIRST_RUN_DIR) it sends twice without a key: a breach that no fresh run reproduces. The
+    marker is written after both sends, so an attempt killed between them is a first run again."""
+    marker = os.path.join(os.environ["FIRST_RUN_DIR"], "ran")
+    if os.path.exists(marker):
+        return send_with_requests(op_id, payload)
+    for _ in range(2):
+        response = requests.post(_url(), json=payload, timeout=TIMEOUT)
+        response.raise_for_status()
+    with open(marker, "w"):
+        pass
+    receipt: str = response.json()["id"]
+    return receipt
+
+
 NOT_A_FUNCTION = 42

@@ -6,6 +6,9 @@ import re
 import pytest
 
 from labcore.boundaries import Boundary
+from labcore.faults import Fault
+from labcore.plan import Armed
+from labcore.schedule import Schedule
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.engines.celery import Celery
 from testbed.errors import UsageError
@@ -44,6 +47,22 @@ def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers() -> None:
 def test_a_choice_that_cannot_run_says_why(choice: EngineChoice, message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         on_engine(choice, StackOptions(), CELLS, RunShape(1, ["jobs:send"]))
+
+
+def test_duplicate_enqueue_on_celery_runs_only_where_no_held_op_waits_for_ever() -> None:
+    def cells(schedule: Schedule | None) -> list[Cell]:
+        return [Cell("retry-only", Boundary.BEFORE_EFFECT, Fault.HOLD, "duplicate-enqueue", schedule=schedule)]
+
+    held = Schedule(((Armed(1, Boundary.BEFORE_EFFECT, Fault.HOLD),),), "duplicate-enqueue", 1)
+    for delivery in ("early-ack", "autoretry"):
+        with pytest.raises(UsageError, match=f"^scenario duplicate-enqueue under {delivery}: a worker holding"):
+            on_engine(EngineChoice("celery", (delivery,)), StackOptions(), cells(held), RunShape(1))
+    for delivery in ("acks-late", "reject-on-lost"):
+        with pytest.raises(UsageError, match=r"^scenario duplicate-enqueue on Celery: the cell holds ops on every"):
+            on_engine(EngineChoice("celery", (delivery,)), StackOptions(), cells(None), RunShape(1))
+        # A trial's schedule holds fewer ops than there are workers: it runs.
+        assert len(on_engine(EngineChoice("celery", (delivery,)), StackOptions(), cells(held), RunShape(1))[1]) == 1
+    assert on_engine(EngineChoice(), StackOptions(), cells(None), RunShape(1))[1] == cells(None)  # RQ: as it is
 
 
 def test_a_search_runs_under_one_setting() -> None:

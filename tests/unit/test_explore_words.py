@@ -74,7 +74,7 @@ def test_coverage_counts_what_was_armed_and_what_struck() -> None:
     ]
 
 
-def explored(counterexample: bool) -> dict[str, object]:
+def explored(counterexample: bool, reproduced: int = 3) -> dict[str, object]:
     coverage = Coverage()
     coverage.add(SCHEDULE, HISTORY)
     found = {
@@ -84,8 +84,9 @@ def explored(counterexample: bool) -> dict[str, object]:
         "cell": "e3c001",
         "schedule": SCHEDULE.to_json(),
         "words": trial_lines(SCHEDULE, FACTS, HISTORY),
-        "reproduced": 3,
+        "reproduced": reproduced,
         "runs": 3,
+        "confirmed": reproduced > 0,
         "replay": "testbed chaos --schedule runs/x/counterexample.json -s retry-only",
     }
     return {
@@ -146,6 +147,34 @@ def test_the_report_draws_a_heatmap_per_fault_and_junit_one_case() -> None:
     passing = junit(parse(explored(counterexample=False)))
     assert [c.find("failure") for c in passing.iter("testcase")] == [None]
     assert ET.tostring(passing).count(b"<testcase") == 1
+
+
+def test_a_counterexample_that_never_reproduced_is_unconfirmed_everywhere() -> None:
+    results = parse(explored(counterexample=True, reproduced=0))
+    assert results.explore is not None and results.explore.counterexample is not None
+    assert results.explore.counterexample.confirmed is False
+    text = summary_text(results.explore)
+    assert "COUNTEREXAMPLE" not in text
+    assert "UNCONFIRMED for retry-only: it broke the promise in one trial (shrunk to 2 ops, 2 faults)" in text
+    assert "in none of its 3 fresh runs (reproduced 0 of 3)" in text
+    assert text.endswith("replay it:\n  testbed chaos --schedule runs/x/counterexample.json -s retry-only")
+    section = coverage_section(results)
+    assert section is not None and '<p class="counterexample" data-confirmed="false">UNCONFIRMED for' in section[2]
+    (case,) = junit(results).iter("testcase")
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "unconfirmed"
+    assert (failure.get("message") or "").startswith("unconfirmed: exactly-once breaks in one trial")
+    confirmed = coverage_section(parse(explored(counterexample=True)))
+    assert confirmed is not None and 'data-confirmed="true">COUNTEREXAMPLE for' in confirmed[2]
+
+
+def test_a_stored_counterexample_without_the_field_reads_confirmed_as_it_reproduced() -> None:
+    for reproduced in (0, 2):
+        document = explored(counterexample=True, reproduced=reproduced)
+        del document["explore"]["counterexample"]["confirmed"]  # type: ignore[index]
+        found = parse(document).explore
+        assert found is not None and found.counterexample is not None
+        assert found.counterexample.confirmed is (reproduced > 0)
 
 
 def test_what_a_trial_found() -> None:
