@@ -73,7 +73,7 @@ def execute(
             f" {stack.options.workers} workers",
             file=sys.stderr,
         )
-        return run_cells(stack, options, judged, tick, run_dir)
+        return withheld(run_cells(stack, options, judged, tick, run_dir))
 
     return execute_on_stack(stack_options, work, store)
 
@@ -165,6 +165,17 @@ def run_cells(
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
         return Ran(rows, str(exc), not_run)
+
+
+def withheld(ran: Ran) -> Ran:
+    """A cell that saw what its plan did not make has its verdict withheld, and the run
+    ends as the lab's failure (exit 3), naming the first cell and its first anomaly."""
+    cells = [row for row in ran.rows if row.withheld]
+    if ran.failure is not None or not cells:
+        return ran
+    first = cells[0]
+    said = f"{len(cells)} cell(s) withheld; {first.cell.label}: {first.anomalies[0]}"
+    return Ran(ran.rows, f"verdict withheld, the lab saw what the plan did not make: {said}", ran.not_run)
 
 
 def _kept(ran: Ran, stack: RunStack, run_dir: RunDir) -> Ran:
