@@ -44,6 +44,7 @@ side of a comparison pays the shutdown stall.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -51,6 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
+from redis.exceptions import RedisError
 from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
@@ -132,14 +134,16 @@ class Worker(RQWorker):
         return status
 
     def _report_death(self, job: Any, pid: int, signal: int) -> None:
-        """Before RQ records the job as failed: the run judges a cell once all its jobs have ended."""
+        """Before RQ records the job as failed: the run judges a cell once all its jobs have ended.
+        A Redis gone by now is a run ending (stopped, or failed and said so): nobody to tell."""
         spec, op, _ = job.args
         keys = RunKeys(spec["prefix"])
-        raw = self.connection.hget(keys.cell(spec["cell"]).attempts, op)
-        attempt = int(raw) if raw is not None else 0
-        worker = os.environ.get(WORKER_ENV, "")
-        died = Event(EventKind.HORSE_DIED, spec["cell"], op, attempt, pid, worker, time.time(), {"signal": signal})
-        Bus(self.connection, keys).emit(died)
+        with contextlib.suppress(RedisError):
+            raw = self.connection.hget(keys.cell(spec["cell"]).attempts, op)
+            attempt = int(raw) if raw is not None else 0
+            worker = os.environ.get(WORKER_ENV, "")
+            died = Event(EventKind.HORSE_DIED, spec["cell"], op, attempt, pid, worker, time.time(), {"signal": signal})
+            Bus(self.connection, keys).emit(died)
 
     def _still_mine(self, job: Any) -> bool:
         """The job is still started by this worker: its work-horse exited without ending it.

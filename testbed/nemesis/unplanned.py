@@ -40,8 +40,9 @@ def unplanned_death(op: str, attempt: int, pid: int, signum: int, killed: Collec
     (`killed`: the (op, pid) of every kill it made in the cell; pids of other ops may be reused)."""
     if (op, pid) in killed:
         return None
+    where = f"{op} attempt {attempt}" if attempt else f"{op} before its first attempt"  # it had counted none
     return (
-        f"{op} attempt {attempt}: its work-horse (pid {pid}) died of {_signal_name(signum)} with no kill"
+        f"{where}: its work-horse (pid {pid}) died of {_signal_name(signum)} with no kill"
         " of the plan (killed from outside the lab: the OOM killer, a kill -9)"
     )
 

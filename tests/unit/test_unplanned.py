@@ -68,6 +68,8 @@ def test_a_death_is_planned_only_for_a_pid_the_controller_killed_for_that_op() -
     assert text is not None and text.startswith("op-3 attempt 2: its work-horse (pid 99) died of SIGKILL")
     assert "with no kill of the plan" in text
     assert "died of signal 99" in (unplanned_death("op-3", 1, 5, 99, killed) or "")
+    early = unplanned_death("op-3", 0, 5, signal.SIGKILL, killed)  # killed before it counted its attempt
+    assert early is not None and early.startswith("op-3 before its first attempt: its work-horse (pid 5)")
 
 
 def _event(kind: EventKind, op: str, pid: int, **data: object) -> Event:
