@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from labcore.boundaries import ORDER, PROVIDER_SIDE, Boundary
 from labcore.choices import pick
-from labcore.delivery import Cause
+from labcore.redelivery import Cause
 
 
 class Fault(StrEnum):

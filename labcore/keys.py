@@ -57,14 +57,14 @@ class RunKeys:
         return f"{self.prefix}:acted:{hit}"
 
     @property
-    def celery_ready(self) -> str:
-        """A Celery run's workers that are taking tasks, by name."""
-        return f"{self.prefix}:celery-ready"
+    def ready_workers(self) -> str:
+        """The workers taking tasks, by name, of an engine that keeps no registry of its own."""
+        return f"{self.prefix}:ready-workers"
 
     @property
-    def celery_failed(self) -> str:
-        """The jobs Celery gave up on (FAILURE), by task id."""
-        return f"{self.prefix}:celery-failed"
+    def given_up(self) -> str:
+        """The jobs given up on (a task's FAILURE), by id, of an engine that keeps no record of them."""
+        return f"{self.prefix}:given-up"
 
     def cell(self, cell: str) -> CellKeys:
         return CellKeys(f"{self.prefix}:cell:{cell}")
@@ -99,9 +99,9 @@ class CellKeys:
         return f"{self.base}:plan"
 
     @property
-    def ledger(self) -> str:
+    def markers(self) -> str:
         """op id -> the application's local marker."""
-        return f"{self.base}:ledger"
+        return f"{self.base}:markers"
 
     @property
     def outcomes(self) -> str:

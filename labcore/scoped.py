@@ -3,8 +3,11 @@
 Each attempt of a user's job gets its own base URL, `{provider}/s/{token}`,
 in `TESTBED_PROVIDER_URL`. The token names the cell's ledger, the op (the
 provider's reference for it), the attempt, and the fault armed on the
-provider's side of that attempt, if any. It is signed with the run's secret
-(HMAC-SHA256), which the lab registers with the provider for each ledger.
+provider's side of that attempt, if any. It is signed (HMAC-SHA256) with the
+ledger's secret, which the lab registers with the provider. That secret is
+derived from the provider's token (`ledger_secret`), which the workers already
+hold in their environment: it is never in a job's arguments, which every client
+of the run's Redis can read (with it, one could sign URLs and forge effects).
 
 So any client, even plain urllib, is attributed to its op and carries its
 armed fault without a header, and the URL is a capability for that one
@@ -49,6 +52,13 @@ def _unb64(text: str) -> bytes:
 
 def _mac(secret: str, claims: str) -> str:
     return _b64(hmac.new(secret.encode(), claims.encode(), hashlib.sha256).digest()[:_MAC_BYTES])
+
+
+def ledger_secret(token: str | None, ledger: str) -> str:
+    """The secret a ledger's scoped URLs are signed with: one-way from the provider's token,
+    so that the lab and every work-horse (across hosts too) compute it and none sends it.
+    Without a token the provider takes every client anyway, and so may the secret be known."""
+    return hmac.new((token or "").encode(), f"scope:{ledger}".encode(), hashlib.sha256).hexdigest()
 
 
 def sign(scope: Scope, secret: str) -> str:

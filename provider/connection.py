@@ -57,7 +57,6 @@ from provider.limits import (
 from provider.peers import Client, Peers
 from provider.service import (
     BAD_REQUEST,
-    FAILED,
     HEAD_TOO_LARGE,
     TOO_MANY_CONNECTIONS,
     HeldSend,
@@ -165,6 +164,10 @@ class Connections:
     def admit(self, client: Client) -> bool:
         own = client == self._own
         if not self._budget.admits(own, self._admitted, self._strangers, self._by_client[client]):
+            if own:  # the lab's own links: a failure of the provider's, not a client's excess
+                self.service.failures.note(
+                    f"the provider refused a connection of its own user: out of descriptors ({self._budget.total})"
+                )
             return False
         self._admitted += 1
         if not own:
@@ -373,9 +376,9 @@ class Connection(asyncio.Protocol):
             return
         try:
             answer = self._handle(request)
-        except Exception:
+        except Exception as exc:
             _log.exception("Exception answering %s %s", request.method, request.path)
-            answer = FAILED
+            answer = self._connections.service.failed(exc)
         if isinstance(answer, HeldSend):
             self._hold(answer, request)
         else:
@@ -430,9 +433,9 @@ class Connection(asyncio.Protocol):
         def run() -> None:
             try:
                 response = held.run()
-            except Exception:
+            except Exception as exc:
                 _log.exception("Exception in an armed send")
-                response = FAILED
+                response = self._connections.service.failed(exc)
             with contextlib.suppress(RuntimeError):  # the loop is closed: the provider stopped meanwhile
                 loop.call_soon_threadsafe(self._held_answered, response, held, request)
 
@@ -478,6 +481,35 @@ class Connection(asyncio.Protocol):
             return
         if ticks - (self._began if self._busy else self._idle_since) > (REQUEST_TICKS if self._busy else IDLE_TICKS):
             self.close()
+
+    @property
+    def answering(self) -> bool:
+        """A request of it is still to be answered, the connection still open."""
+        return not self._lost and not self._transport.is_closing()
+
+    def drain(self) -> bool:
+        """Before a planned crash (`provider.gate`): closed now if no request is coming in, else
+        once that one is answered; whether the drain is to wait for it. A request the client
+        has sent and the loop not yet read counts as coming: closed unread, it would be reset."""
+        if self._lost or self._transport.is_closing():
+            return False
+        if self._holding:  # the planned fault's own: the crash is for it
+            self._closing = True
+            return False
+        if self._busy or self._unread():
+            self._closing = True
+            return True
+        self.close()
+        return False
+
+    def _unread(self) -> bool:
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        # A copy of the descriptor to peek with: uvloop's socket object does not read.
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))  # nothing there: BlockingIOError
+        return False
 
     def shutdown(self) -> None:
         if self.in_progress:

@@ -16,6 +16,7 @@ signal again under the handler the process had before.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -35,7 +36,7 @@ from labcore.endpoints import unix_socket
 from labcore.keys import RunKeys
 from labcore.prctl import die_with_parent
 from provider.buses import RunBuses
-from provider.connection import Budget, Connections
+from provider.connection import Budget, Connection, Connections
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.limits import BACKLOG
@@ -177,6 +178,12 @@ class Server:
             for server in servers:
                 server.close()
 
+    def _shut(self, connections: Connections) -> list[Connection]:
+        """The doors shut before a planned crash (`provider.gate`): no connection accepted,
+        the open ones closed once idle. Those with a request coming in, to be answered first."""
+        self._stop_accepting()
+        return [c for c in list(connections.open) if c.drain()]
+
     def _stop_accepting(self) -> None:
         for server in self._servers or ():
             server.close()
@@ -187,8 +194,14 @@ class Server:
         await self._accept(loop, connections)
         if self._gate is not None:
 
-            def close() -> None:
-                loop.call_soon_threadsafe(self._stop_accepting)
+            def close() -> Callable[[], bool]:
+                shut: concurrent.futures.Future[list[Connection]] = concurrent.futures.Future()
+                loop.call_soon_threadsafe(lambda: shut.set_result(self._shut(connections)))
+                try:
+                    waited = shut.result(timeout=GRACE)
+                except concurrent.futures.TimeoutError:  # the loop is stuck: nothing to wait for
+                    return lambda: False
+                return lambda: any(c.answering for c in waited)
 
             def reopen() -> None:
                 asyncio.run_coroutine_threadsafe(self._accept(loop, connections), loop)

@@ -15,12 +15,18 @@ nothing and holds no key; in this order:
 What is left is a command (`provider.commands`), carried out. An armed send is
 admitted and claimed here, and held at its boundaries in a thread of its own
 (`HeldSend`, which the server runs): it blocks until the lab releases it.
+
+What the provider fails at on its own (a log it cannot write, a connection of its
+own user it has no descriptor for) is no answer of its contract: it is counted and
+named on `/health` (`Failures`), so that a lab scores no cell it touched.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import sqlite3
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, assert_never
@@ -83,7 +89,6 @@ def malformed(where: list[str]) -> Response:
     return Response(400, {"error": f"malformed request ({', '.join(sorted(set(where))) or 'request'})"})
 
 
-HEALTHY = Response(200, {"status": "ok"})
 # Not a request at all (the server's parser gave up on it): the connection ends with the answer.
 BAD_REQUEST = Response(400, malformed([]).body, close=True)
 HEAD_TOO_LARGE = Response(431, {"error": f"request head over {MAX_HEAD} bytes or {MAX_HEADERS} headers"}, close=True)
@@ -98,7 +103,6 @@ TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY} bytes"}, clos
 NOT_FOUND = Response(404, {"error": "not found"})
 UNKNOWN_LEDGER = Response(404, {"error": "unknown ledger"})
 NOT_JSON = Response(415, {"error": "an effect's body must be JSON"})
-FAILED = Response(500, {"error": "internal server error"})
 NO_LOOKUP = Response(501, {"error": "this provider offers no lookup by reference"})
 ABANDONED = Response(503, {"error": "request abandoned"})
 TURNED_AWAY = Response(
@@ -107,6 +111,35 @@ TURNED_AWAY = Response(
     headers=((RETRY_AFTER.encode(), b"1"),),
 )
 _SCOPED = f"{ROOT}/"  # under it, a path needs no bearer token, matched or not
+
+
+class Failures:
+    """The provider's own failures since it started: how many, and the last one's cause.
+    Noted from the event loop and from held sends' threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self.last: str | None = None
+
+    def note(self, cause: str) -> None:
+        with self._lock:
+            self.count += 1
+            self.last = cause
+
+    def health(self) -> Response:
+        status = "failing" if self.count else "ok"
+        return Response(200, {"status": status, "failures": self.count, "failure": self.last})
+
+
+def cause_of(exc: Exception) -> str:
+    """A failure's cause in words, for an open route: SQLite's and the system's own
+    messages (no request's data is in them), else only the exception's type."""
+    if isinstance(exc, sqlite3.Error):
+        return f"the provider could not write its log: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"the provider failed: {exc.strerror}"
+    return f"the provider failed: {type(exc).__name__}"
 
 
 def _decoded(path: str) -> str:
@@ -126,6 +159,7 @@ class Service:
         self._token = token
         self._scopes = Scopes(store)
         self._reader: LogReader | None = None  # the audit's view of the log, opened by the first audit
+        self.failures = Failures()
         self._document: dict[str, Any] | None = None
 
     def close(self) -> None:
@@ -151,6 +185,12 @@ class Service:
         if not isinstance(answer, HeldSend):  # a held send leaves the gate once its answer is written
             self._gate.leave()
         return answer
+
+    def failed(self, exc: Exception) -> Response:
+        """The answer to a request the provider failed at (500, naming the cause), noted."""
+        cause = cause_of(exc)
+        self.failures.note(cause)
+        return Response(500, {"error": cause})
 
     def reads_body(self, request: Request) -> bool:
         """Whether the body of a request (its head alone given) is to be read: not when the request
@@ -199,7 +239,7 @@ class Service:
                 early = store.admit(ticket)
                 return self._held(ticket, payload, hit) if early is None else _response(early)
             case commands.CheckHealth():
-                return HEALTHY
+                return self.failures.health()
             case commands.PutLedger(ledger, contract):
                 store.put_ledger(ledger, contract)
                 return Response(200, {"ledger": ledger, "contract": contract.to_dict()})

@@ -126,7 +126,8 @@ def _answer(name: str, *properties: tuple[str, Shape[Any]]) -> Object[dict[str, 
 
 STRING, TRUTH, COUNT = Text(), Flag(), Integer(0, 2**63 - 1)
 ERROR = _answer("ErrorBody", ("error", STRING))
-HEALTH = _answer("Health", ("status", STRING))
+# `failures`: the provider's own since it started (a log it could not write...), the last one named.
+HEALTH = _answer("Health", ("status", STRING), ("failures", COUNT), ("failure", Nullable(STRING)))
 LEDGER = _answer("LedgerOut", ("ledger", STRING), ("contract", CONTRACT_BODY))
 RECEIPT = _answer("Receipt", ("id", STRING), ("reference", STRING))
 DECLINED = _answer("Declined", ("error", STRING), ("reference", STRING))

@@ -178,11 +178,11 @@ class Lab:
         the handlers' work-horses (the workers are already running). On Celery
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
         named), or the handler, a task of `celery_app` (`module:app`), under its own options."""
+        from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.errors import RunFailure, UsageError
         from testbed.lab import session
         from testbed.lab.options import every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
-        from testbed.usecases.engines import PLUGIN, EngineChoice
         from testbed.usecases.runs import Jobs, RunRequest
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
@@ -243,9 +243,9 @@ class Lab:
         Fails with the smallest schedule found that breaks the promise, in words and as the
         file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
+        from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.explore.search import explore
         from testbed.explore.trials import Trials
-        from testbed.usecases.engines import PLUGIN, EngineChoice
         from testbed.usecases.runs import Jobs
         from testbed.usecases.searches import SearchRequest, failure_lines
 
@@ -293,10 +293,12 @@ def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers:
     everything it started, on leaving. Its workers preload the installed libraries the
     `preload` handlers import (found as `testbed chaos --handler` finds them, in a process
     of their own; never the handlers' own code)."""
+    from testbed.infra import descriptors
     from testbed.infra.stack import StackOptions
     from testbed.lab import session, userjobs
-    from workers.target import USER_JOBS_ENV, jobs_env
+    from workers.specs import USER_JOBS_ENV, jobs_env
 
+    descriptors.ensure(workers)
     run_id = _claim_rq_prefix()
     # What the workers preload as they start: the user-job wrapper and the HTTP clients it
     # instruments, and the libraries the handlers import (prepare checks them and adds those).

@@ -29,8 +29,10 @@ from labcore.answers import REPLAYED, CallFailure, Lookup, Reply, Seen, provider
 from labcore.credentials import TOKEN_ENV, bearer
 from labcore.endpoints import unix_path
 
-# The run's token, from the worker's environment (inherited by each work-horse): sent on every call.
-_AUTH = "".join(f"{name}: {value}\r\n" for name, value in bearer(os.environ.get(TOKEN_ENV)).items())
+# The run's token, from the worker's environment (inherited by each work-horse): sent on every
+# call, and what users' jobs' scoped URLs are signed from (labcore.scoped.ledger_secret).
+TOKEN = os.environ.get(TOKEN_ENV) or None
+_AUTH = "".join(f"{name}: {value}\r\n" for name, value in bearer(TOKEN).items())
 _REPLAYED = REPLAYED.lower()  # as `_Answer` keeps header names
 _CHUNK = 65536
 _KEEP_OPEN_TIMEOUT = 1.0

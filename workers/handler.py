@@ -16,7 +16,7 @@ from labcore.payloads import fingerprint
 from workers import client
 from workers.flow import AskProvider, At, ReadMarker, Result, Send, Wait, WriteMarker, attempt, drive
 from workers.instrument import Job, open_attempt, rq_job
-from workers.ledger import Ledger
+from workers.markers import Markers
 from workers.strategies import STRATEGIES, KeyMode, Marker
 
 
@@ -47,7 +47,7 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
     s = JobSpec(**spec)
     opened = open_attempt(job, s.prefix, s.cell, op, seq, with_marker=True)
     number, intent, raw_marker, probe = opened.number, opened.intent, opened.marker, opened.probe
-    ledger = Ledger(opened.redis, opened.cell)
+    markers = Markers(opened.redis, opened.cell)
     strategy = STRATEGIES[s.strategy]
     # Only what the attempt uses is computed: in a work-horse every first touch costs.
     key = uuid.uuid4().hex if strategy.key is KeyMode.FRESH else op if strategy.key is KeyMode.STABLE else None
@@ -63,7 +63,7 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
 
     def flush() -> None:
         if pending:
-            ledger.write(op, pending.pop())
+            markers.write(op, pending.pop())
 
     def do(step: object) -> Any:
         if isinstance(step, At):
@@ -124,5 +124,5 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
         flush()
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
     probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
-    ledger.finish(op, result, pending.pop() if pending else None)
+    markers.finish(op, result, pending.pop() if pending else None)
     return result.outcome.value

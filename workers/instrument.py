@@ -170,7 +170,7 @@ def open_attempt(job: Job, prefix: str, cell_id: str, op: str, seq: int, with_ma
     keys = RunKeys(prefix)
     cell = keys.cell(cell_id)
     intent = ("HGET", cell.ops, op)
-    mark = [("HGET", cell.ledger, op)] if with_marker else []
+    mark = [("HGET", cell.markers, op)] if with_marker else []
     count = ("HINCRBY", cell.attempts, op, 1)
     number, raw_plan, raw_intent, *marker = batch(redis, count, ("HGET", cell.plan, op), intent, *mark)
     probe = Probe(Bus(redis, keys), cell_id, op, seq, number, plan.decode(raw_plan))

@@ -28,11 +28,11 @@ from typing import Any
 from labcore.boundaries import Boundary
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
-from labcore.scoped import PROVIDER_ENV, Scope, base_url, sign, user_op_id
-from workers import http_probes, scope, target
+from labcore.scoped import PROVIDER_ENV, Scope, base_url, ledger_secret, sign, user_op_id
+from workers import client, http_probes, scope, specs
 from workers.flow import Outcome, Result
 from workers.instrument import Job, open_attempt, rq_job
-from workers.ledger import Ledger
+from workers.markers import Markers
 
 http_probes.install()
 
@@ -46,7 +46,6 @@ class UserJobSpec:
     handler: str  # package.module:function
     ledger: str
     provider: str  # the provider's own base URL; the job gets a scoped one
-    secret: str  # signs the scoped URLs (registered with the provider for the ledger)
     paths: list[str] = field(default_factory=list)  # put on sys.path before the import
     env: dict[str, str] = field(default_factory=dict)  # set in the work-horse before the call
 
@@ -63,7 +62,9 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     opened = open_attempt(job, s.prefix, s.cell, op, seq, with_marker=False)
     redis, cell, number, intent, probe = opened.redis, opened.cell, opened.number, opened.intent, opened.probe
     armed = probe.provider_hit()
-    base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), s.secret))
+    # Signed here, from the token in the worker's environment: no secret is in the job's arguments.
+    secret = ledger_secret(client.TOKEN, s.ledger)
+    base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), secret))
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
     attempt = scope.Attempt(
@@ -77,7 +78,7 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     with scope.running(attempt):
         try:
             attempt.at(Boundary.JOB_START)
-            call = function or target.load(s.handler, s.paths)
+            call = function or specs.load(s.handler, s.paths)
             try:
                 value = call(user_op_id(s.ledger, op), intent.payload)
             finally:
@@ -90,5 +91,5 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     result = Result(Outcome.COMPLETED, repr(value)[:_DETAIL])
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
     probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
-    Ledger(redis, cell).finish(op, result)
+    Markers(redis, cell).finish(op, result)
     return value

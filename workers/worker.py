@@ -53,6 +53,7 @@ from typing import Any
 
 from redis.client import PubSub
 from redis.exceptions import RedisError
+from rq.exceptions import DeserializationError
 from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
@@ -62,7 +63,7 @@ from labcore.events import Event, EventKind
 from labcore.keys import RunKeys
 from workers import horses
 from workers.instrument import WORKER_ENV
-from workers.target import HANDLER, USER_JOB
+from workers.specs import HANDLER, USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
 # A work-horse that exits with this status died before it ended its job (`os.waitstatus_to_exitcode`: 1).
@@ -96,7 +97,7 @@ class Worker(RQWorker):
     @staticmethod
     def kept_for(job: Any) -> str | None:
         """The provider whose connection this worker keeps for the job's work-horse: the lab's handler's."""
-        return job.args[0]["provider"] if job.func_name == HANDLER else None
+        return job.args[0]["provider"] if _function(job) == HANDLER else None
 
     def execute_job(self, job: Any, queue: Any) -> None:
         base = self.kept_for(job)
@@ -119,13 +120,14 @@ class Worker(RQWorker):
         """What its work-horse left stopped and counted, its output capped; its exit
         status as RQ should take it."""
         job = self._job
+        function = _function(job)
         left = horses.stop_group(pid)
         horses.cap_output(self._logs)
-        if left and job.func_name in (HANDLER, USER_JOB):
+        if left and function in (HANDLER, USER_JOB):
             self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
-        if status is not None and os.WIFSIGNALED(status) and job.func_name in (HANDLER, USER_JOB):
+        if status is not None and os.WIFSIGNALED(status) and function in (HANDLER, USER_JOB):
             self._report_death(job, pid, os.WTERMSIG(status))
-        if status == 0 and job.func_name == USER_JOB and self._still_mine(job):
+        if status == 0 and function == USER_JOB and self._still_mine(job):
             status = _DIED
         if self._keeps_connection:
             from workers import client
@@ -173,3 +175,13 @@ class _Listener(threading.Thread):
     def stop(self) -> None:
         """The loop ends after the read in progress: nothing waits for it here (RQ joins it next)."""
         self._stopped.set()
+
+
+def _function(job: Any) -> str | None:
+    """The job's function; None for a job whose data does not load (JSON, testbed.engines.rq):
+    not the lab's, but another client's of a shared Redis, which RQ fails in its work-horse.
+    Read here, in the worker, it would raise and end the worker."""
+    try:
+        return str(job.func_name)
+    except DeserializationError:
+        return None

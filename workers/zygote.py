@@ -181,7 +181,7 @@ def _run(argv: list[str]) -> None:
     up at import is each worker's own, as under `rq worker`."""
     from labcore.connections import waiting_url
     from labcore.credentials import RQ_URL_ENV
-    from workers.target import USER_JOBS_ENV
+    from workers.specs import USER_JOBS_ENV
 
     # rq's command line talks to Redis before its worker sets a long socket timeout:
     # with redis-py's default (5 s), a paused Redis would kill the worker there.
@@ -190,7 +190,7 @@ def _run(argv: list[str]) -> None:
     jobs = os.environ.get(USER_JOBS_ENV)
     if jobs:  # users' jobs: their wrapper, the HTTP clients it instruments, the libraries they import
         from workers import userjob  # noqa: F401
-        from workers.target import preload
+        from workers.specs import preload
 
         preload(jobs)
     from workers import engines

@@ -63,7 +63,7 @@ def attempt(base: str, op: str) -> str:
         ("HINCRBY", KEYS.attempts, op, 1),
         ("HGET", KEYS.plan, op),
         ("HGET", KEYS.ops, op),
-        ("HGET", KEYS.ledger, op),
+        ("HGET", KEYS.markers, op),
     )
     payload = {"reference": op, **json.loads(raw_intent)["payload"]}
     reply = client.send(base, LEDGER, payload, key=op, attempt=number, chaos=None, timeout=10.0)

@@ -30,7 +30,7 @@ SEGMENTS = {
     "handler": ("workers.handler", None, "perform"),
     "first": ("workers.handler", None, "open_attempt"),  # count the attempt, read intent, plan, marker
     "request": ("workers.client", None, "send"),  # the provider's send, its connection included
-    "last": ("workers.ledger", "Ledger", "finish"),  # the last marker and the outcome
+    "last": ("workers.markers", "Markers", "finish"),  # the last marker and the outcome
 }
 _spent = {name: [0.0, 0] for name in SEGMENTS}
 

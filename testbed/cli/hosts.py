@@ -13,10 +13,10 @@ from typer import Option
 
 from labcore.credentials import TOKEN_ENV
 from testbed.cli.base import examples
-from testbed.cli.options import StackArgs
+from testbed.cli.options import PRIVATE_HELP, StackArgs
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.selection import at_least
-from testbed.infra.stack import RemoteOptions
+from testbed.infra.stack import PRIVATE_FLAG, RemoteOptions, require_password
 
 
 def read_token(token_file: Path | None) -> str | None:
@@ -60,6 +60,10 @@ def host(
             "--provider-token-file", metavar="PATH", help=f"The provider's token for the workers (else ${TOKEN_ENV})."
         ),
     ] = None,
+    redis_private: Annotated[
+        bool,
+        Option(PRIVATE_FLAG, help=PRIVATE_HELP),
+    ] = False,
 ) -> int:
     """Run a host daemon: starts and kills RQ workers for the runs that ask (testbed chaos --hosts)."""
     from testbed.host.daemon import default_name, run_host
@@ -70,6 +74,8 @@ def host(
     if name is not None and not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"--name must be letters, digits, - and _ (got {name!r})")
     token = read_token(provider_token_file)
+    if not redis_private:
+        require_password(redis_url)
     if token is None:
         print(f"testbed: warning: no provider token (${TOKEN_ENV}): workers send none", file=sys.stderr)
     run_host(redis_url, name or default_name(), workers, token)

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 from typer import Option
 
 from labcore.boundaries import ORDER
-from labcore.delivery import Delivery
+from labcore.delivery import askable
 from labcore.faults import Fault
 from testbed.experiment.scenarios import SCENARIOS
+from testbed.infra.stack import PRIVATE_FLAG
 from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from testbed.usecases.engines import EngineChoice
+    from testbed.engines.base import EngineChoice
     from testbed.usecases.runs import Jobs
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
@@ -84,6 +85,7 @@ PromiseOption = Annotated[
         help="What --handler is judged against: exactly-once, at-least-once, at-most-once.",
     ),
 ]
+PRIVATE_HELP = "--redis-url is yours alone: use it although it takes clients without a password."
 ResultsPath = Annotated[Path, Option("--json", metavar="PATH", help="Where to write the results (a file).")]
 
 
@@ -98,6 +100,10 @@ class StackArgs:
             "--redis-url", metavar="URL", envvar="REDIS_URL", help="Use this Redis (the run keeps to its own prefix)."
         ),
     ] = None
+    redis_private: Annotated[
+        bool,
+        Option(PRIVATE_FLAG, help=PRIVATE_HELP),
+    ] = False
     provider_port: Annotated[
         int, Option("--provider-port", metavar="PORT", help="Provider port (default: a free one).")
     ] = 0
@@ -120,10 +126,10 @@ class StackArgs:
         Option(
             "--delivery",
             metavar="SETTING",
-            help=f"Celery delivery setting (repeatable; default: all): {', '.join(Delivery)}.",
+            help=f"Celery delivery setting (repeatable; default: all): {', '.join(askable())}.",
         ),
     ] = None
-    celery_app: Annotated[
+    app: Annotated[
         str | None,
         Option(
             "--celery-app",
@@ -159,9 +165,9 @@ class StackArgs:
     ] = None
 
     def engine_choice(self) -> EngineChoice:
-        from testbed.usecases.engines import EngineChoice
+        from testbed.engines.base import EngineChoice
 
-        return EngineChoice(self.engine, tuple(self.delivery or ()), self.celery_app, self.visibility_timeout)
+        return EngineChoice(self.engine, tuple(self.delivery or ()), self.app, self.visibility_timeout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from testbed.cli import checks, hosts
 from testbed.cli.options import StackArgs
 from testbed.engines.base import RQTimers
 from testbed.errors import SetupError, UsageError
+from testbed.infra import descriptors
 from testbed.infra.stack import StackOptions
 from testbed.nemesis.recovery import Recovery
 
@@ -32,7 +33,12 @@ def stack_options(args: StackArgs) -> tuple[StackOptions, Recovery]:
         raise SetupError(f"provider port {port} is already in use")
     settings = RQTimers(args.worker_ttl, args.maintenance_interval, args.job_monitoring_interval)
     remote = hosts.remote_options(args)
-    return StackOptions(args.workers, args.redis_url, port, settings, args.keep, remote), Recovery(args.recovery)
+    if args.redis_private and not args.redis_url:
+        raise UsageError("--redis-private needs --redis-url (or $REDIS_URL): the Redis said to be yours alone")
+    if remote is None:  # the run starts its processes here: this machine's limit is theirs
+        descriptors.ensure(args.workers)
+    stack = StackOptions(args.workers, args.redis_url, args.redis_private, port, settings, args.keep, remote)
+    return stack, Recovery(args.recovery)
 
 
 def vars_of(settings: RQTimers) -> dict[str, int]:

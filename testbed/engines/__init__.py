@@ -2,6 +2,26 @@
 settings as a frozen dataclass that implements `base.Engine`. Only a run that asks for one
 imports its libraries (an RQ run never imports Celery's).
 
-A third engine is one module here, one in `workers.engines` (its workers' `preload` and
-`serve`, named in that package's registry), and its name in the engine choice
-(`testbed.usecases.engines`), which turns what a front end asks for into the engine's value."""
+A third engine is one module here, named in `ENGINES`, one in `workers.engines` (its
+workers' `preload` and `serve`, named in that package's registry), and, if its cells run
+under delivery settings, their table in `labcore.engines`."""
+
+from __future__ import annotations
+
+from testbed.engines.base import Engine, EngineChoice
+from testbed.engines.celery import Celery
+from testbed.engines.rq import RQ
+from testbed.errors import UsageError
+
+ENGINES: dict[str, type[Engine]] = {RQ.name: RQ, Celery.name: Celery}
+
+
+def engine_of(choice: EngineChoice) -> type[Engine]:
+    """The engine a choice names (a user's app: the engine that runs one's tasks); a UsageError
+    if there is none by that name."""
+    if choice.app is not None:
+        return next(e for e in ENGINES.values() if e.takes_app)
+    try:
+        return ENGINES[choice.engine]
+    except KeyError:
+        raise UsageError(f"unknown engine {choice.engine!r} (choose from {', '.join(ENGINES)})") from None

@@ -10,7 +10,7 @@ both registries.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from labcore.keys import RunKeys
@@ -80,6 +80,51 @@ class JobQueue(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Spelling:
+    """How a front end names the choices it takes, for the errors that name them."""
+
+    engine: str = "--engine"
+    delivery: str = "--delivery"
+    app: str = "--celery-app"
+    visibility_timeout: str = "--visibility-timeout"
+    handler: str = "--handler"
+    strategy: str = "-s"
+    recovery: str = "--recovery"
+    expect: str = "--expect"
+
+
+COMMAND_LINE = Spelling()
+PLUGIN = Spelling("engine=", "delivery=", "celery_app=", "visibility_timeout=", "a handler", "strategies=")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineChoice:
+    """The engine asked for, as given: its name, the delivery settings (none: all of the
+    engine's), a user's own app (`module:app`) whose task runs the handler, and the broker's
+    visibility timeout."""
+
+    engine: str = "rq"
+    deliveries: tuple[str, ...] = ()
+    app: str | None = None
+    visibility_timeout: int | None = None
+    spelling: Spelling = field(default=COMMAND_LINE, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What a run puts on its engine: the retries, the users' handlers and where they import
+    from, whether a built-in strategy runs too, whether the workers run on other hosts, and
+    whether the controller brings a killed worker's jobs back (RQ's forced recovery)."""
+
+    retries: int
+    handlers: Sequence[str] = ()
+    paths: Sequence[str] = ()
+    builtins: bool = True
+    remote: bool = False
+    forced_recovery: bool = True
+
+
 class Engine(Protocol):
     """A queue the lab's jobs run on, as a run configured it."""
 
@@ -89,8 +134,11 @@ class Engine(Protocol):
     # The run's end waits for its work-horses to exit before it stops the workers (a pool
     # child that lives as long as its worker is not waited for).
     waits_for_horses: ClassVar[bool]
-    # The controller may bring a dead worker's jobs back at once (RQ's forced recovery).
+    # The controller may bring a dead worker's jobs back at once (RQ's forced recovery); where
+    # it cannot, a search kills no whole worker (the broker would keep its jobs past any trial).
     recovers_by_force: ClassVar[bool]
+    # It runs a task of the user's own app (`EngineChoice.app`).
+    takes_app: ClassVar[bool]
     # The distributions whose releases a run on it records, beside the lab's own.
     versions: ClassVar[tuple[str, ...]]
 
@@ -129,4 +177,22 @@ class Engine(Protocol):
 
     def meta(self) -> dict[str, Any]:
         """What results.json's options say of it (nothing on RQ)."""
+        ...
+
+    # What a front end's choice means on it, asked of the class before there is a value.
+
+    @classmethod
+    def settings(cls, choice: EngineChoice) -> list[str]:
+        """The delivery settings its cells run under, each a row (none: the cells as they are);
+        a UsageError, in the front end's words, says why not."""
+        ...
+
+    @classmethod
+    def chosen(cls, choice: EngineChoice, shape: RunShape) -> Engine:
+        """Its value for this run; a UsageError (or SetupError) says why it cannot run it."""
+        ...
+
+    @classmethod
+    def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
+        """The options that run a command again on it as a cell ran (`delivery`, its setting)."""
         ...

@@ -13,19 +13,23 @@ task Celery failed under the run's keys (`workers.engines.celery`).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from labcore.delivery import APP, APP_TASK, Delivery, task_name
+from labcore.delivery import askable, parse_delivery
+from labcore.engines.celery import APP, APP_TASK, ENGINE, Delivery, task_name
 from labcore.keys import QUEUE, RunKeys
-from testbed.engines.base import JobQueue, JobRequest, RQTimers
+from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
 from testbed.engines.rq import names
-from testbed.errors import RunFailure
+from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
+from testbed.experiment.selection import parse_all
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -36,6 +40,7 @@ VISIBILITY = 3600
 # How often, at most, kombu's Redis transport looks for messages past it: every tenth of its 10 s
 # ticks (`unacked_restore_interval` x `unacked_restore_throttle`, kombu 5.7's defaults).
 RESTORE_SWEEP = 100
+MAX_VISIBILITY = 7 * 86_400  # seconds
 # How long an early-acknowledged Celery task's acknowledgement is waited for before a kill.
 ACK_WAIT = 2.0
 
@@ -52,11 +57,57 @@ class Celery:
     task: str | None = None
     paths: tuple[str, ...] = ()
 
-    name: ClassVar[str] = "celery"
+    name: ClassVar[str] = ENGINE
     label: ClassVar[str] = "Celery"
     waits_for_horses: ClassVar[bool] = False  # a pool child lives as long as its worker
     recovers_by_force: ClassVar[bool] = False  # the broker brings a message back, or nothing does
+    takes_app: ClassVar[bool] = True
     versions: ClassVar[tuple[str, ...]] = ("celery", "kombu")
+
+    @classmethod
+    def settings(cls, choice: EngineChoice) -> list[str]:
+        """The delivery settings named (all of them if none is), or with a user's app its
+        tasks' own (`APP`)."""
+        s = choice.spelling
+        if choice.app is not None:
+            if choice.deliveries:
+                raise UsageError(f"{s.app} runs its task under its own options: not with {s.delivery}")
+            return [APP]
+        named = parse_all(list(choice.deliveries), lambda d: parse_delivery(d, ENGINE))
+        return list(dict.fromkeys(named)) if named else askable(ENGINE)
+
+    @classmethod
+    def chosen(cls, choice: EngineChoice, shape: RunShape) -> Celery:
+        """Celery's workers, running the lab's app (`retries`: autoretry's max_retries) or the
+        user's (one handler, its task, and no built-in strategy)."""
+        cls.settings(choice)
+        s = choice.spelling
+        if shape.remote:
+            raise UsageError(f"{s.engine} celery runs its workers on this machine: not with --hosts")
+        if not shape.forced_recovery:
+            raise UsageError(f"{s.recovery} is RQ's: on Celery a killed task comes back as its delivery settings say")
+        visibility = choice.visibility_timeout
+        if visibility is not None and not 1 <= visibility <= MAX_VISIBILITY:
+            raise UsageError(f"{s.visibility_timeout} must be from 1 to {MAX_VISIBILITY:,} (got {visibility})")
+        task = None
+        if choice.app is not None:
+            if len(shape.handlers) != 1 or shape.builtins:
+                raise UsageError(
+                    f"{s.app} runs one {s.handler}, a task of the app, and no built-in strategy ({s.strategy})"
+                )
+            task = shape.handlers[0]
+        if importlib.util.find_spec("celery") is None:
+            raise SetupError(f"{s.engine} celery needs Celery: pip install 'testbed[celery]'")
+        engine = cls(shape.retries, visibility, choice.app, task, tuple(shape.paths))
+        if choice.app is not None:
+            set_by_lab = ", ".join(engine.overrides())
+            print(f"testbed: the run sets in {choice.app}'s configuration: {set_by_lab}", file=sys.stderr)
+        return engine
+
+    @classmethod
+    def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
+        flags = f" --celery-app {choice.app}" if choice.app else f" --engine celery --delivery {delivery}"
+        return flags + (f" --visibility-timeout {choice.visibility_timeout}" if choice.visibility_timeout else "")
 
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         from workers.engines import celery as c
@@ -78,7 +129,7 @@ class Celery:
         return [*argv, "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"]
 
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
-        return {name.decode() for name in cast(set[bytes], redis.smembers(keys.celery_ready))}
+        return {name.decode() for name in cast(set[bytes], redis.smembers(keys.ready_workers))}
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         return CeleryJobs(redis, url, keys.prefix)
@@ -131,7 +182,7 @@ class CeleryJobs:
         self._backlog_key = f"{c.key_prefix(run_prefix)}{QUEUE}"
         # kombu's Redis transport: the messages delivered and not yet acknowledged, by delivery tag.
         self._unacked_key = f"{c.key_prefix(run_prefix)}unacked"
-        self._failed_key = RunKeys(run_prefix).celery_failed
+        self._failed_key = RunKeys(run_prefix).given_up
 
     def enqueue(self, jobs: Sequence[JobRequest]) -> None:
         from workers.engines.celery import LAB_KWARG

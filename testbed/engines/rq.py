@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from labcore.keys import QUEUE, RunKeys
-from testbed.engines.base import JobQueue, JobRequest, RQTimers
+from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
+from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
-from workers.target import HANDLER, USER_JOB
+from workers.specs import HANDLER, USER_JOB
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -24,6 +25,10 @@ FAILURE_TTL = 24 * 3600
 # died is marked failed after it succeeds if results are deleted at once (its
 # dead execution's record has expired; deleting the job looks it up and raises).
 RESULT_TTL = 60
+# Jobs as JSON, never pickles: whatever another client of a shared Redis writes there is then
+# data, not code, in the workers (a pickle runs its `__reduce__` as it is loaded). A job that
+# is not JSON fails to load, and RQ fails it without running anything.
+SERIALIZER = "rq.serializers.JSONSerializer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,27 @@ class RQ:
     label: ClassVar[str] = "RQ"
     waits_for_horses: ClassVar[bool] = True
     recovers_by_force: ClassVar[bool] = True
+    takes_app: ClassVar[bool] = False
     versions: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def settings(cls, choice: EngineChoice) -> list[str]:
+        """RQ's one retry budget: no delivery setting, no broker."""
+        s = choice.spelling
+        if choice.deliveries:
+            raise UsageError(f"{s.delivery} is a Celery setting: it needs {s.engine} celery")
+        if choice.visibility_timeout is not None:
+            raise UsageError(f"{s.visibility_timeout} is a Celery setting: it needs {s.engine} celery")
+        return []
+
+    @classmethod
+    def chosen(cls, choice: EngineChoice, shape: RunShape) -> RQ:
+        cls.settings(choice)
+        return cls()
+
+    @classmethod
+    def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
+        return ""
 
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         return {}
@@ -42,7 +67,7 @@ class RQ:
         argv = ["--name", name, "--worker-ttl", str(s.worker_ttl)]
         argv += ["--maintenance-interval", str(s.maintenance_interval)]
         argv += ["--job-monitoring-interval", str(s.job_monitoring_interval), "--logging_level", "WARNING"]
-        return [*argv, "--disable-job-desc-logging", queue]
+        return [*argv, "--disable-job-desc-logging", "--serializer", SERIALIZER, queue]
 
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         from rq import Worker
@@ -89,7 +114,7 @@ class RQJobs:
         from rq import Queue
 
         self.loses_jobs = False
-        self._queue = Queue(QUEUE, connection=redis)
+        self._queue = Queue(QUEUE, connection=redis, serializer=SERIALIZER)
         self._redis = redis
         self._retries = retries
         self._failed_key = self._queue.failed_job_registry.key

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
 from testbed.explore.coverage import Coverage
-from testbed.explore.space import FAULTS, Target, Trial, batches, policy_of, trials
+from testbed.explore.space import FAULTS, Target, Trial, batches, trials
 from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).

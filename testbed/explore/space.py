@@ -40,9 +40,10 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from labcore.boundaries import ORDER, Boundary
-from labcore.delivery import APP, SETTINGS, Cause, Delivery, Redelivery, redelivery
+from labcore.delivery import acks_early, acks_late
 from labcore.faults import RULES, Fault, cause_of
 from labcore.plan import Armed
+from labcore.redelivery import Cause, Redelivery
 from labcore.schedule import Schedule
 from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS, Nemesis
@@ -55,9 +56,11 @@ HOST_FAULTS = (Fault.KILL, Fault.TIMEOUT, Fault.KILL_WORKER, Fault.LATE, Fault.P
 ALONE_SHARE = 10  # one trial in this many may strike with a fault that makes it run alone
 
 
-def faults_for(hosts: bool, celery: bool = False) -> tuple[Fault, ...]:
+def faults_for(hosts: bool, whole_workers: bool = True) -> tuple[Fault, ...]:
+    """What may strike: on worker hosts a partition for the provider's crash; a whole worker
+    killed only on an engine whose killed workers' jobs come back within a trial."""
     faults = HOST_FAULTS if hosts else FAULTS
-    return tuple(f for f in faults if f is not Fault.KILL_WORKER) if celery else faults
+    return faults if whole_workers else tuple(f for f in faults if f is not Fault.KILL_WORKER)
 
 
 DEFAULT_SCENARIOS = ("none", "duplicate-enqueue")
@@ -68,22 +71,15 @@ def scenarios_for(asked: Sequence[str], delivery: str | None) -> tuple[str, ...]
     run. Under a Celery setting that acknowledges a task as it starts, a worker whose op is held
     takes the next message meanwhile, which may be a held op's duplicate: both would wait for ever.
     A user's app (`APP`) may acknowledge early: duplicate-enqueue only where asked for."""
-    if delivery is None or (delivery != APP and SETTINGS[Delivery(delivery)].options["acks_late"]):
+    if delivery is None or acks_late(delivery):
         return tuple(asked) or DEFAULT_SCENARIOS
     held = [s for s in asked if SCENARIOS[s].nemesis is Nemesis.DUPLICATE]
-    if held and delivery != APP:
+    if held and acks_early(delivery):
         raise UsageError(
             f"scenario {held[0]} under {delivery}: a worker holding an op takes the next message, which may be"
             " the op's duplicate, and both wait for ever (use --delivery acks-late or reject-on-lost)"
         )
     return tuple(asked) or tuple(s for s in DEFAULT_SCENARIOS if SCENARIOS[s].nemesis is not Nemesis.DUPLICATE)
-
-
-def policy_of(delivery: str | None, retries: int) -> Redelivery | None:
-    """What the queue does with a struck attempt under a Celery delivery setting; None where every
-    attempt up to the last runs: on RQ (`retries` shared by every cause), or under the options of a
-    user's own Celery app (`APP`), which the lab does not know."""
-    return None if delivery is None or delivery == APP else redelivery(delivery, retries)
 
 
 def reachable(strikes: tuple[Armed, ...], policy: Redelivery) -> tuple[Armed, ...]:

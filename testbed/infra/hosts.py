@@ -207,7 +207,7 @@ class HostStack(RunStack):
         leftovers.claim(self.workdir)
         self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
         self.redis_url = o.redis_url
-        self.redis = connect(o.redis_url)
+        self.redis = connect(o.redis_url, refuse_open=not o.redis_private)
         if not o.keep:
             self._exit.callback(delete_keys, self.redis, self.keys.pattern)
         self.bus = Bus(self.redis, self.keys)

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
+from labcore.scoped import ledger_secret
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.infra.liveness import check_alive
@@ -161,6 +163,7 @@ class ProviderAdmin:
 
     def __init__(self, url: str, token: str | None) -> None:
         self._http = provider_client(url, token, timeout=PAUSE_BOUND)
+        self._token = token
 
     def close(self) -> None:
         self._http.close()
@@ -168,8 +171,10 @@ class ProviderAdmin:
     def put_ledger(self, ledger: str, contract: Contract) -> None:
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}", contract.to_dict())
 
-    def put_scope_secret(self, ledger: str, secret: str) -> None:
-        """The secret users' jobs' scoped URLs for this ledger are signed with (provider/scopes.py)."""
+    def put_scope(self, ledger: str) -> None:
+        """Register the secret users' jobs' scoped URLs for this ledger are signed with
+        (provider/scopes.py): the work-horses derive it from the same token."""
+        secret = ledger_secret(self._token, ledger)
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/scope", {"secret": secret})
 
     def advance_clock(self, ledger: str, seconds: float) -> None:
@@ -178,8 +183,34 @@ class ProviderAdmin:
     def withdraw(self, ledger: str, reference: str) -> None:
         self._send("POST", f"/ledgers/{quote(ledger, safe='')}/effects/{quote(reference, safe='')}/withdraw")
 
+    def failures(self) -> Failures:
+        """What the provider has failed at on its own since it started (`provider.service.Failures`)."""
+        health = self._http.get("/health").json()
+        return Failures(int(health.get("failures", 0)), health.get("failure"))
+
     def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
         # The controller's requests do not pass the provider's gate (provider/gate.py): never turned away.
         response = self._http.request(method, path, json=body)
+        if response.status_code >= 500:  # the provider's own failure, not the request's
+            raise RunFailure(f"the provider failed {method} {path}: {_error_of(response)}")
         if response.status_code >= 400:
             raise SetupError(f"provider refused {method} {path}: {response.text}")
+
+
+@dataclass(frozen=True, slots=True)
+class Failures:
+    count: int = 0
+    last: str | None = None
+
+    def since(self, before: Failures) -> str | None:
+        """The cause of the failures after `before`'s, if any."""
+        if self.count <= before.count:
+            return None
+        return self.last or "the provider failed"
+
+
+def _error_of(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]

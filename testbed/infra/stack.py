@@ -46,6 +46,7 @@ class RemoteOptions:
 class StackOptions:
     workers: int = 4
     redis_url: str | None = None  # None: a private redis-server
+    redis_private: bool = False  # the user's word that redis_url, without a password, is theirs alone
     provider_port: int = 0  # 0: a free port
     settings: RQTimers = field(default_factory=RQTimers)
     keep: bool = False
@@ -186,7 +187,7 @@ class Stack(RunStack):
             self._exit.callback(shutil.rmtree, self.workdir, ignore_errors=True)
         if o.redis_url:
             self.redis_url = o.redis_url
-            self.redis = connect(o.redis_url)
+            self.redis = connect(o.redis_url, refuse_open=not o.redis_private)
             self._ownership = ownership = leftovers.KeyOwnership(self.redis, self.keys)
             ownership.claim()
             if o.keep:
@@ -251,7 +252,9 @@ class Stack(RunStack):
         return self.supervisor.swept
 
 
-def connect(url: str) -> redis_lib.Redis:
+def connect(url: str, refuse_open: bool = False) -> redis_lib.Redis:
+    """A client of the Redis at `url`, which answers; with `refuse_open`, one that takes no
+    client without a password (`require_password`), checked before the run writes to it."""
     # Imported here: the command line imports the stack before it launches the run's
     # processes, and redis-py's import would hold back the provider's start.
     import redis as redis_lib
@@ -263,4 +266,43 @@ def connect(url: str) -> redis_lib.Redis:
         client.ping()
     except (redis_lib.RedisError, ValueError) as exc:
         raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
+    if refuse_open:
+        try:
+            require_password(url)
+        finally:
+            client.close()
     return client
+
+
+# The option that runs on a Redis without a password anyway (the command line's and `testbed host`'s).
+PRIVATE_FLAG = "--redis-private"
+
+
+def require_password(url: str) -> None:
+    """Refuse (SetupError, before the run writes anything) a Redis that takes clients without
+    a password: any other client of it could read the run's jobs and write jobs of its own.
+    Asked as a stranger would: the URL's credentials left out, a PING answered is open,
+    a NOAUTH (or any refusal) is not."""
+    import redis as redis_lib
+
+    from labcore import connections
+
+    try:
+        stranger = connections.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+    except ValueError as exc:
+        raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
+    for credential in ("username", "password"):  # wherever the URL put them: netloc or query
+        stranger.connection_pool.connection_kwargs.pop(credential, None)
+    try:
+        stranger.ping()
+    except (redis_lib.AuthenticationError, redis_lib.ResponseError):  # NOAUTH, or a PING not allowed
+        return
+    except redis_lib.RedisError as exc:
+        raise SetupError(f"cannot reach Redis at {redacted(url)}: {exc}") from None
+    finally:
+        stranger.close()
+    raise SetupError(
+        f"the Redis at {redacted(url)} takes clients without a password: any of them could read"
+        f" the run's jobs and forge its effects; set one (requirepass), or pass {PRIVATE_FLAG}"
+        " if no one else can reach this Redis"
+    )

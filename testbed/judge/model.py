@@ -17,12 +17,13 @@ from typing import Any
 
 from labcore.answers import Lookup, Reply, Seen, seen
 from labcore.boundaries import Boundary
-from labcore.delivery import Cause, Redelivery, redelivery
+from labcore.delivery import redelivery
 from labcore.faults import RULES, Fault, Release, cause_of
 from labcore.ids import reminted_id
 from labcore.payloads import fingerprint
 from labcore.plan import Armed, Plan
 from labcore.receipts import receipt
+from labcore.redelivery import Cause, Redelivery
 from provider import ledger
 from provider.contract import Contract, EffectRow, StoredKey
 from provider.ledger import Claims, Read, SendOutcome, SendTicket

@@ -20,7 +20,6 @@ import redis as redis_lib
 
 from labcore import plan as plans
 from labcore.bus import Wake
-from labcore.credentials import new_secret
 from labcore.delivery import acks_early
 from labcore.events import Noted
 from labcore.faults import RULES
@@ -154,8 +153,8 @@ class CellRunner:
         # Jobs the queue gave up on; their ids start with their cell's id. Read again when there are more.
         self._failed: set[str] = set()
         self._failed_count = 0
-        # Signs users' jobs' scoped provider URLs.
-        self._secret = new_secret()
+        # The provider's own failures before the run's first cell: only those after are this run's.
+        self._provider_failures = stack.admin.failures()
 
     def before(self, cell_id: str, job_id: str) -> None:
         """A worker is about to be killed whole with this job (the controller's WorkerLoss)."""
@@ -186,7 +185,7 @@ class CellRunner:
                 index, cell = waiting.pop(0)
                 started = self._start(index, cell)
                 self._running[started.id] = started
-            # Woken by the bus or by a cell's last job (workers.ledger), else at the next check
+            # Woken by the bus or by a cell's last job (workers.markers), else at the next check
             # (a timeout of 0 would block for ever).
             drained = [r.keys.drained for r in self._running.values()]
             message = self.stack.bus.next(max(0.005, next_check - time.monotonic()), drained)
@@ -198,7 +197,10 @@ class CellRunner:
                 continue
             next_check = time.monotonic() + CHECK_EVERY
             self.stack.check()
-            for done in self._finished():
+            finished = self._finished()
+            if finished:
+                self._provider_held_up()
+            for done in finished:
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
                 self.judged(done.index, len(cells), row)
@@ -241,9 +243,7 @@ class CellRunner:
         )
         function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
-            spec = userjobs.job_spec(
-                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, self._secret, o.paths, o.env
-            )
+            spec = userjobs.job_spec(s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env)
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops
@@ -253,7 +253,7 @@ class CellRunner:
             running.series = Series()
         s.admin.put_ledger(ledger, scenario.contract)
         if cell.handler is not None:
-            s.admin.put_scope_secret(ledger, self._secret)
+            s.admin.put_scope(ledger)
         sink = None
         if self.run_dir is not None:
             self.run_dir.record(cell_line(cell_id, ledger, cell))
@@ -285,12 +285,22 @@ class CellRunner:
             elif now - r.moved > LOOK_FOR_LOST and self.queue.loses_jobs:
                 self._look_for_lost(r)
             if r not in done and now - r.started > o.cell_timeout:
+                self._provider_held_up()  # its failure may be why the cell did not finish
                 late = f"{r.cell.label} did not finish within {o.cell_timeout:.0f} s"
                 raise RunFailure(f"{late} ({r.over}/{self._total(r)} jobs over){_paused(s)}")
         if done:  # what the finished jobs reported must reach the controller first
             for message in s.bus.queued():
                 self.controller.handle(message)
         return done
+
+    def _provider_held_up(self) -> None:
+        """A RunFailure if the provider failed on its own during the cells (a log it could not
+        write, a connection of the lab's own it refused): what a job got of it is the lab's
+        failure, never a finding about the job, so the cells it may have touched are not judged."""
+        cause = self.stack.admin.failures().since(self._provider_failures)
+        if cause is not None:
+            db = self.stack.provider.db
+            raise RunFailure(cause + (f" (its log: {db})" if db is not None else ""))
 
     def _look_for_lost(self, r: _Running) -> None:
         """A cell that has not moved for a while may wait for a job its queue lost: one never
@@ -351,7 +361,7 @@ class CellRunner:
 
     def _store_intents(self, r: _Running, seqs: range, declines: bool) -> None:
         """These ops' intents and plans, with the cell's total before the first (the job
-        that ends last wakes the loop: workers.ledger), in one round trip."""
+        that ends last wakes the loop: workers.markers), in one round trip."""
         with self.stack.redis.pipeline(transaction=False) as pipe:
             if seqs.start == 1:
                 pipe.set(r.keys.total, self._total(r))

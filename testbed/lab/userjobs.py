@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
-from workers.target import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
+from workers.specs import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
 
 FUNCTION = USER_JOB
 IMPORT_TIMEOUT = 30.0  # seconds the handlers' import check may take (--import-timeout)
@@ -31,17 +31,18 @@ def prepare(
     promise: str = Promise.EXACTLY_ONCE,
     env: dict[str, str] | None = None,
     import_timeout: float = IMPORT_TIMEOUT,
-    celery_app: str | None = None,
+    engine: str = "rq",
+    app: str | None = None,
 ) -> tuple[str, ...]:
     """Check the handlers before anything starts (each must import, within `import_timeout`
     seconds, and name a callable, with `env` set as in its work-horses), and have the run's
-    workers preload the job wrapper. With `celery_app`, each handler must be a task of that
-    Celery app. The paths, absolute."""
+    workers preload the job wrapper. With a user's `app`, each handler must be a task of
+    that app of the `engine`'s. The paths, absolute."""
     if not 0 < import_timeout <= _MAX_IMPORT_TIMEOUT:  # also NaN
         raise UsageError(f"--import-timeout must be a number of seconds in (0, {_MAX_IMPORT_TIMEOUT:.0f}]")
     try:
         parse_promise(promise)
-        for spec in [*handlers, *([celery_app] if celery_app else [])]:
+        for spec in [*handlers, *([app] if app else [])]:
             split(spec)
     except (ValueError, TargetError) as exc:
         raise UsageError(str(exc)) from None
@@ -50,24 +51,29 @@ def prepare(
         if not Path(path).is_dir():
             raise UsageError(f"--path {path} is not a directory")
     if handlers:
-        libraries = check(handlers, absolute, env or {}, import_timeout, celery_app)
+        libraries = check(handlers, absolute, env or {}, import_timeout, engine, app)
         os.environ[USER_JOBS_ENV] = jobs_env(libraries)
     return absolute
 
 
 def check(
-    handlers: Sequence[str], paths: Sequence[str], env: dict[str, str], timeout: float, celery_app: str | None = None
+    handlers: Sequence[str],
+    paths: Sequence[str],
+    env: dict[str, str],
+    timeout: float,
+    engine: str = "rq",
+    app: str | None = None,
 ) -> list[str]:
     """Import the handlers in a process of their own, as a work-horse will (the
     lab never imports users' code); the installed libraries they import. The check
     runs in a process group of its own, stopped whole once it is over or past its
     deadline: a module that loops, or leaves a process behind, at import holds up
     nothing. Its output goes to files, not pipes, which such a process would hold open."""
-    argv = [sys.executable, "-m", "workers.target", *handlers]
+    argv = [sys.executable, "-m", "workers.importcheck", *handlers]
     for path in paths:
         argv += ["--path", path]
-    if celery_app:
-        argv += ["--celery-app", celery_app]
+    if app:
+        argv += ["--engine", engine, "--app", app]
     named = ", ".join(handlers)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -112,10 +118,9 @@ def job_spec(
     handler: str,
     ledger: str,
     provider: str,
-    secret: str,
     paths: Sequence[str],
     env: dict[str, str],
 ) -> dict[str, Any]:
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, secret, list(paths), dict(env)))
+    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env)))

@@ -42,7 +42,9 @@ def force_recovery(redis: Redis, queue_name: str, dead_worker: str, lock_wait: f
     from rq.executions import Execution
     from rq.registry import StartedJobRegistry
 
-    queue = Queue(queue_name, connection=redis)
+    from testbed.engines.rq import SERIALIZER
+
+    queue = Queue(queue_name, connection=redis, serializer=SERIALIZER)
     registry = StartedJobRegistry(queue=queue)
     deadline = time.monotonic() + lock_wait
     while not queue.acquire_maintenance_lock():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from labcore.boundaries import NONE
+from labcore.delivery import named
 from testbed.judge.checker import OUTCOME_WORDS
 from testbed.store.results import OpDifference, ResultRow
 
@@ -186,7 +187,7 @@ def summary(rows: Sequence[ResultRow]) -> list[str]:
     for key in dict.fromkeys(map(_subject, judged)):
         mine = [r for r in judged if _subject(r) == key]
         delivery, strategy = key
-        subject = f"celery {delivery}: {strategy}" if delivery else strategy
+        subject = f"{named(delivery)}: {strategy}" if delivery else strategy
         said = []
         if duplicating := [r for r in mine if r.duplicate_effects]:
             extra = _tally(duplicating, lambda r: r.duplicate_effects, ("extra effect", "extra effects"))

@@ -37,6 +37,7 @@ from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
 from testbed.report.timelines import Anchor, CellTimeline, op_timeline
+from testbed.store.formats import StoredEvent
 from testbed.store.history import Line as HistoryLine
 from testbed.store.results import OpDifference, ResultRow, Results
 
@@ -305,7 +306,7 @@ def _op_difference(i: int, j: int, op: OpDifference) -> str:
     steps = "".join(el("li", esc(_plan_step(p.model_dump()))) for p in op.plan)
     body = el("h4", esc(name)) + (el("ol", steps, class_="plan") if op.plan else "")
     body += _compare_table(op.expected, op.observed, "op-facts")
-    events = [e.as_dict() for e in op.events]
+    events = list(op.events)
     if events:
         model = op_timeline(events)
         body += el("div", timeline_svg(model), class_="plot") + _events_table(events, model.anchor)
@@ -321,7 +322,7 @@ def _plan_step(step: object) -> str:
 # ---------------------------------------------------------------- timelines
 
 
-def _faulted_ops(history: reading.History) -> list[tuple[str, list[dict[str, Any]]]]:
+def _faulted_ops(history: reading.History) -> list[tuple[str, list[StoredEvent]]]:
     return [(op, events) for op, events in history.items() if events and reading.faulted(events)]
 
 
@@ -468,19 +469,19 @@ def _timeline_figure(i: int, label: str, model: CellTimeline, row: ResultRow, op
 
 
 def _events_table(
-    events: Sequence[Mapping[str, Any]],
+    events: Sequence[StoredEvent],
     anchor: Anchor,
     op: str = "",
     word: str = "",
     element_id: str | None = None,
 ) -> str:
     """An op's events in time order, times in ms from the anchor of the plot it belongs to."""
-    ordered = sorted(events, key=lambda e: e["at"])
+    ordered = sorted(events, key=lambda e: e.at)
     t0 = anchor.at
     lines = [el("tr", "<th>ms</th><th>event</th><th>worker</th><th>details</th>")]
     for e in ordered:
         details = []
-        for key, value in e.items():
+        for key, value in e.as_dict().items():
             if key in ("event", "at", "worker"):
                 continue
             if key.endswith("At") and isinstance(value, int | float):
@@ -488,8 +489,8 @@ def _events_table(
             elif isinstance(value, list):
                 value = ", ".join(map(str, value))
             details.append(f"{key} {value}")
-        columns = [f"{(e['at'] - t0) * 1000:+,.1f}", e["event"], e.get("worker", ""), "; ".join(details)]
-        lines.append(el("tr", "".join(el("td", esc(c)) for c in columns), class_=f"ev-{e['event']}"))
+        columns = [f"{(e.at - t0) * 1000:+,.1f}", e.event, e.get("worker", ""), "; ".join(details)]
+        lines.append(el("tr", "".join(el("td", esc(c)) for c in columns), class_=f"ev-{e.event}"))
     what = ", ".join(p for p in (op, word) if p)
     what = f"{what}: " if what else ""
     summary = el("summary", esc(f"{what}{len(ordered)} events, ms from {anchor.name}"))

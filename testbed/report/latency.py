@@ -4,19 +4,19 @@ results.json's dicts; and the recovery mode a killed op came back by."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from labcore.events import Noted
+from labcore.delivery import named
 from testbed.judge import observer
 from testbed.judge.observer import ReplayLatency
+from testbed.store.formats import StoredEvent
 
-Event = Mapping[str, Any]
+Event = StoredEvent
 
 
 def replay_latency(events: Iterable[Event]) -> ReplayLatency | None:
     """The spans of an op's first kill, from stored events; None when nothing was killed."""
-    return observer.replay_latency(Noted.from_json(dict(e)) for e in events)
+    return observer.replay_latency(e.noted() for e in events)
 
 
 def recovery_mode(
@@ -26,8 +26,8 @@ def recovery_mode(
     the recovery that requeued a dead worker's job (forced or RQ's own); on
     Celery, as the task's delivery setting says."""
     if delivery:
-        return f"{fault}{' (pool child)' * (fault == 'kill')}, celery {delivery}"
+        return f"{fault}{' (pool child)' * (fault == 'kill')}, {named(delivery)}"
     if fault == "kill":
         return "kill (work-horse), requeued by RQ's Retry"
-    mode = next((e.get("mode") for e in events if e["event"] == "recovered"), None) or default_recovery
+    mode = next((e.get("mode") for e in events if e.event == "recovered"), None) or default_recovery
     return f"{fault}, {mode} recovery" if mode else fault

@@ -15,16 +15,15 @@ facts lines each logical action's ops as the run judged them (`facts`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from testbed.report.tables import RANDOM
+from testbed.store.formats import StoredEvent
 from testbed.store.history import CellLine, EventLine, FactsLine, Line, LocalFacts
 from testbed.store.results import ResultRow, Results
 
-Event = Mapping[str, Any]
-History = dict[str, list[dict[str, Any]]]  # op -> its events
+History = dict[str, list[StoredEvent]]  # op -> its events
 
 # The event kinds a row's history holds, in the order an attempt meets them.
 EVENT_KINDS = (
@@ -60,16 +59,16 @@ def command(results: Results) -> str:
     return results.command or ("load" if is_load(results) else "run")
 
 
-def faulted(events: Iterable[Event]) -> bool:
+def faulted(events: Iterable[StoredEvent]) -> bool:
     """An op a fault struck: a boundary was hit, a process killed or its host cut off."""
-    return any(e["event"] in FAULT_EVENTS for e in events)
+    return any(e.event in FAULT_EVENTS for e in events)
 
 
 def histories(results: Results, stream: Iterable[Line] | None = None) -> list[History]:
     """Per row (in the document's order), each op's events: the row's
     `history`, or the stream's events for the row's cell where it has any."""
     rows = results.rows
-    out: list[History] = [{op: [e.as_dict() for e in events] for op, events in (r.history or {}).items()} for r in rows]
+    out: list[History] = [{op: list(events) for op, events in (r.history or {}).items()} for r in rows]
     if stream is None:
         return out
     index = {r.cell: i for i, r in enumerate(rows) if r.cell is not None}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from labcore.boundaries import NONE, ORDER, boundary_label
-from labcore.delivery import APP, SETTINGS, Delivery
+from labcore.delivery import caption
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import Row
@@ -134,16 +134,12 @@ def grid_title(fault: str, scenario: str, delivery: str) -> str:
     """`kill`, `kill, scenario withdrawn: ...`, `celery acks-late (...): kill`: what a table of
     these cells is called, wherever the run's cells are shown in groups."""
     title = fault if scenario == "none" else f"{fault}, scenario {scenario}: {_summary(scenario)}"
-    return f"celery {delivery} ({_delivery_summary(delivery)}): {title}" if delivery else title
+    return f"{caption(delivery)}: {title}" if delivery else title
 
 
 def _summary(scenario: str) -> str:
     known = SCENARIOS.get(scenario)
     return known.summary if known else scenario
-
-
-def _delivery_summary(delivery: str) -> str:
-    return "the app's own task options" if delivery == APP else SETTINGS[Delivery(delivery)].summary
 
 
 def grid_text(grid: Grid[T], text: Callable[[T], str]) -> str:

@@ -26,11 +26,12 @@ from typing import Any, Literal, TypeVar
 from testbed.judge.checker import HELD_OUTCOMES, OUTCOME_WORDS, ActionOutcome, classify
 from testbed.report.effects import AtProvider, Effect, Ledger, Source
 from testbed.report.reading import faulted
+from testbed.store.formats import StoredEvent
 from testbed.store.history import LocalFacts
 from testbed.store.results import HeldOp
 from workers.flow import LOCALLY_DONE, Outcome
 
-Event = Mapping[str, Any]
+Event = StoredEvent
 T = TypeVar("T")
 OpOutcome = ActionOutcome | Literal["unknown"]  # unknown: the run kept no record of the provider's side
 Track = Literal["lab", "attempt", "provider"]
@@ -314,7 +315,7 @@ def cell_timeline(cell: CellFacts, limit: int = ROWS) -> CellTimeline:
 
 def op_timeline(events: Sequence[Event]) -> CellTimeline:
     """One op's own chart, from its events alone, 0 at its first event."""
-    zero = min((e["at"] for e in events), default=0.0)
+    zero = min((e.at for e in events), default=0.0)
     op = str(events[0].get("op", "")) if events else ""
     row = op_row(op, events, zero, [], None)
     anchor = Anchor("the op's first event", zero)
@@ -331,7 +332,7 @@ def op_row(
     """An op's row: its events as bars, marks and spans, and the provider's effects
     (`effects`: the op that made each, the effect, its time on the lab's clock and whether that is
     the provider's own, see `_effects`)."""
-    ordered = sorted(events, key=lambda e: e["at"])
+    ordered = sorted(events, key=lambda e: e.at)
     row = OpRow(op, judged, events=list(ordered))
     bars = row.bars
 
@@ -346,7 +347,7 @@ def op_row(
     cuts: dict[str, int] = {}  # host -> its open span
     withdrawn = any(effect.withdrawn_at is not None for _, effect, _, _ in effects)
     for e in ordered:
-        kind, t, n = e["event"], ms(e["at"]), e.get("attempt")
+        kind, t, n = e.event, ms(e.at), e.get("attempt")
         if kind == "attempt-start":
             bars.append(Bar(n or 0, str(e.get("worker", "")), e.get("pid"), t))
             queued = e.get("enqueuedAt")
@@ -422,8 +423,8 @@ def _killed(
     e: Event, t: float, bars: list[Bar], bar_of: Callable[[int | None, list[Any]], int | None], row: OpRow
 ) -> Mark:
     n, boundary = e.get("attempt"), e.get("boundary")
-    if "provider" in e:  # provider-crash: the provider died holding the request
-        pid = e["provider"]
+    if e.get("provider") is not None:  # provider-crash: the provider died holding the request
+        pid = e.get("provider")
         if e.get("shared"):
             return Mark(
                 "provider",
@@ -447,7 +448,7 @@ def _killed(
         bars[i].end, bars[i].how = t, "killed"
     whole = len(pids) > 1
     what = "worker and work-horse" if whole else "work-horse"
-    where = f" on {e['host']}" if "host" in e else ""
+    where = f" on {e.get('host')}" if e.get("host") is not None else ""
     said = f"SIGKILL at {boundary}: the {what} of {e.get('worker')}{where} (pid {', '.join(map(str, pids))})"
     said += f", confirmed gone in {e.get('confirmedMs')} ms"
     return Mark("attempt", t, "kill-worker" if whole else "kill", said, i)
@@ -467,9 +468,9 @@ def _stack(bars: list[Bar]) -> None:
 
 def _from_events(op: str, events: Sequence[Event]) -> LocalFacts:
     """An op's local facts where the run kept no facts line (older runs): from its last attempt's end."""
-    ends = [e for e in events if e["event"] == "attempt-end"]
-    starts = sum(e["event"] == "attempt-start" for e in events)
-    last = max(ends, key=lambda e: e["at"]) if ends else None
+    ends = [e for e in events if e.event == "attempt-end"]
+    starts = sum(e.event == "attempt-start" for e in events)
+    last = max(ends, key=lambda e: e.at) if ends else None
     said = "" if last is None else str(last.get("outcome", ""))
     outcome = Outcome(said) if said in {o.value for o in Outcome} else None
     detail = "" if last is None else str(last.get("detail") or "")
@@ -502,10 +503,10 @@ def _on_lab_clock(effect: Effect, events: Sequence[Event], window: Window | None
     if window is None or window.holds(effect.at):
         return effect.at, True
     after = [
-        e["at"]
+        e.at
         for e in events
         if e.get("attempt") == effect.attempt
-        and (e["event"] in _AFTER_EFFECT or (e["event"] == "hit" and e.get("boundary") in _AFTER_EFFECT_HITS))
+        and (e.event in _AFTER_EFFECT or (e.event == "hit" and e.get("boundary") in _AFTER_EFFECT_HITS))
     ]
     return (min(after), False) if after else None
 
@@ -530,8 +531,8 @@ def _effects(
 
 
 def _window(events: Mapping[str, Sequence[Event]]) -> Window | None:
-    times = [e["at"] for evs in events.values() for e in evs]
-    times += [e["enqueuedAt"] for evs in events.values() for e in evs if e.get("enqueuedAt") is not None]
+    times = [e.at for evs in events.values() for e in evs]
+    times += [e.get("enqueuedAt") for evs in events.values() for e in evs if e.get("enqueuedAt") is not None]
     return Window(min(times), max(times)) if times else None
 
 
@@ -551,7 +552,7 @@ def _extent(window: Window | None, ledger: Ledger | None) -> tuple[float, float]
 def _first(events: Sequence[Event], found: AtProvider | None, window: Window | None, zero: float) -> float:
     """When an op first shows on the axis: its first event, else its first effect."""
     if events:
-        return float(min(e["at"] for e in events))
+        return float(min(e.at for e in events))
     times = [e.at for e in (found.times or ()) if window is None or window.holds(e.at)] if found else []
     return min(times, default=zero)
 

@@ -69,6 +69,10 @@ class StoredEvent(Record):
         """As it was stored: `event`, `at`, then its own fields in their order."""
         return self.model_dump()
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """One of the event's own fields (`attempt`, `worker`, `pid`, ...), or `default`."""
+        return (self.model_extra or {}).get(name, default)
+
     def noted(self) -> Noted:
         return Noted(EventKind(self.event), self.at, dict(self.model_extra or {}))
 

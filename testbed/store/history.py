@@ -67,9 +67,9 @@ class EventLine(StoredEvent):
     cell: str
     op: str
 
-    def stored_event(self) -> dict[str, Any]:
+    def stored_event(self) -> StoredEvent:
         """The event as a row's history holds it."""
-        return {k: v for k, v in self.as_dict().items() if k not in _WHERE}
+        return StoredEvent.model_validate({k: v for k, v in self.as_dict().items() if k not in _WHERE})
 
 
 class AnomalyLine(Record):

@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_vali
 from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from labcore.boundaries import parse_boundary
-from labcore.delivery import APP, parse_delivery
+from labcore.delivery import known
 from labcore.faults import Fault
 from labcore.schedule import Schedule, ScheduleError
 from testbed.errors import UsageError
@@ -193,8 +193,8 @@ class ResultRow(Record):
         """A cell the lab can judge again: a file altered to name another is refused as it is read."""
         self.as_cell()  # ValueError for a boundary or fault the lab does not know
         parse_scenario(self.scenario)
-        if self.delivery not in (None, APP):
-            parse_delivery(self.delivery)
+        if self.delivery is not None and not known(self.delivery):
+            raise ValueError(f"unknown delivery setting {self.delivery!r}")
         return self
 
     @property

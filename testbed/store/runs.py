@@ -415,6 +415,12 @@ def check_stored(run: Path) -> Results:
     for cell, ops in judged:
         if missing := tally.cut_short(cell, ops):
             raise UsageError(f"{_shown(run / HISTORY)} {missing}: it is cut short")
+    if found.incomplete and not any(os.path.lexists(run / name) for name in (PROVIDER_LOG, PROVIDER_RECORDS)):
+        # The lab failed before it could keep the log (its temp dir full, say): its own failure, as the run said.
+        raise RunFailure(
+            f"{_shown(run)} is an incomplete run: {found.failure or 'a part of the lab failed'}; its provider log"
+            f" was not kept, so none of its {len(judged)} judged cell(s) can be checked"
+        )
     with stored_provider(run) as provider:
         if isinstance(provider, StoredRecords):  # every op judged has its record: fewer, a file cut short
             for cell, _ in judged:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from labcore import plan as plans
 from labcore.faults import RULES, Fault
+from testbed.engines import engine_of
+from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.infra.stack import StackOptions
@@ -19,7 +21,7 @@ from testbed.judge.promises import Promise
 from testbed.lab import userjobs
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
-from testbed.usecases.engines import EngineChoice, on_engine
+from testbed.usecases.engines import on_engine
 
 # A cell's own time, before the ops' share and any recovery the run waits for.
 BASE_CELL_TIMEOUT = 120.0
@@ -36,11 +38,11 @@ class Jobs:
     env: Mapping[str, str] = field(default_factory=dict)
     import_timeout: float = userjobs.IMPORT_TIMEOUT
 
-    def prepare(self, celery_app: str | None) -> tuple[str, ...]:
-        """Each handler checked in a process of its own (a UsageError says why not); the paths, absolute."""
-        return userjobs.prepare(
-            self.handlers, self.paths, self.promise, dict(self.env), self.import_timeout, celery_app=celery_app
-        )
+    def prepare(self, engine: EngineChoice) -> tuple[str, ...]:
+        """Each handler checked in a process of its own, as the engine runs it (a UsageError says
+        why not); the paths, absolute."""
+        env, name = dict(self.env), engine_of(engine).name
+        return userjobs.prepare(self.handlers, self.paths, self.promise, env, self.import_timeout, name, engine.app)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +69,9 @@ class RunRequest:
 
     def prepare(self, stack: StackOptions) -> PreparedRun:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
-        paths = self.jobs.prepare(self.engine.celery_app)
-        handlers = self.jobs.handlers
-        stack, cells = on_engine(
-            self.engine, stack, self.cells, self.retries, handlers, paths, self.recovery is Recovery.FORCED
-        )
+        paths = self.jobs.prepare(self.engine)
+        shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
+        stack, cells = on_engine(self.engine, stack, self.cells, shape)
         if self.overrides and stack.engine.name != "rq":
             s = self.engine.spelling
             raise UsageError(

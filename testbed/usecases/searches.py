@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.engines import engine_of
+from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
@@ -15,7 +17,7 @@ from testbed.explore.search import Exploration, Search, targets_of
 from testbed.explore.space import faults_for, scenarios_for
 from testbed.explore.trials import TrialResult, TrialSettings
 from testbed.infra.stack import StackOptions
-from testbed.usecases.engines import EngineChoice, engine_flags, engine_stack, searched_setting
+from testbed.usecases.engines import engine_flags, engine_stack, one_delivery
 from testbed.usecases.runs import Jobs, fit_faults
 from workers.strategies import parse_strategy
 
@@ -49,12 +51,12 @@ class SearchRequest:
         names = parse_all(list(self.strategies), lambda s: parse_strategy(s).name) or []
         if not names and not self.jobs.handlers:
             raise UsageError(self.needs)
-        engine, setting = searched_setting(self.engine)
+        setting = one_delivery(self.engine)
         scenarios = scenarios_for(parse_all(list(self.scenarios), lambda s: parse_scenario(s).name) or [], setting)
-        faults = faults_for(stack.remote is not None, celery=setting is not None)
+        faults = faults_for(stack.remote is not None, whole_workers=engine_of(self.engine).recovers_by_force)
         stack = fit_faults(stack, faults)
-        paths = self.jobs.prepare(self.engine.celery_app)
-        stack = engine_stack(engine, self.engine, stack, self.retries, self.jobs.handlers, paths, builtins=bool(names))
+        paths = self.jobs.prepare(self.engine)
+        stack = engine_stack(self.engine, stack, RunShape(self.retries, self.jobs.handlers, paths, bool(names)))
         search = Search(
             targets_of(names, self.jobs.handlers),
             scenarios,

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
         (["--expect", "retry-only=1/2"], "bad --expect"),
         (["--matrix", "huge"], "unknown matrix 'huge'"),
         (["--frobnicate"], "No such option"),
+        (["--redis-private"], "--redis-private needs --redis-url"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(workdir: Path, args: list[str], message: str) -> None:

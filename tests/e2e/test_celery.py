@@ -11,7 +11,7 @@ import pytest
 from celery import Celery
 
 from examples.naive import post
-from labcore.delivery import Delivery
+from labcore.engines.celery import Delivery
 from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = pytest.mark.e2e

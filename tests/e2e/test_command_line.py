@@ -14,11 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
-from labcore.procs import free_port
-from testbed.infra.redis_server import find_binary
-from tests.support.helpers import TESTBED, Ran, SharedRedis, assert_left_nothing, run_testbed
+from tests.support.helpers import TESTBED, Ran, SharedRedis, assert_left_nothing, redis_server, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -181,20 +178,8 @@ def test_provider_on_port_0_names_its_port_logs_requests_and_lists_its_log(workd
 
 @pytest.fixture
 def shared_redis(tmp_path: Path) -> Iterator[SharedRedis]:
-    port = free_port()
-    argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    argv += ["--requirepass", "pw-of-the-user", "--dir", str(tmp_path)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port, password="pw-of-the-user")
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield f"redis://:pw-of-the-user@127.0.0.1:{port}/0", client
-    proc.terminate()
-    proc.wait()
+    with redis_server(tmp_path, password="pw-of-the-user") as server:
+        yield server
 
 
 def test_clean_removes_a_dead_runs_keys_and_never_a_live_ones(workdir: Path, shared_redis: SharedRedis) -> None:

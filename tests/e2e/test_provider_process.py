@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,11 @@ import httpx
 import psutil
 import pytest
 import redis
+import requests
 
 from labcore.boundaries import Boundary
 from labcore.bus import Bus
+from labcore.credentials import bearer
 from labcore.events import Hit
 from labcore.faults import Fault
 from labcore.ids import HitId
@@ -290,24 +292,57 @@ def test_a_provider_about_to_crash_leaves_new_connections_to_the_next_one(
             # Reported: the provider waits to be killed.
             doomed = _held(armed_client, private_redis_url, "doomed", Boundary.BEFORE_EFFECT, Fault.PROVIDER_CRASH)
 
-            answers: list[int] = []
-
-            def other_op() -> None:
+            def other_op() -> int:
                 with provider_client(process.url, process.token, timeout=30) as http:
-                    answers.append(http.post("/ledgers/doomed/effects", json={**BODY, "reference": "op-2"}).status_code)
+                    return http.post("/ledgers/doomed/effects", json={**BODY, "reference": "op-2"}).status_code
 
-            other = threading.Thread(target=other_op)
-            other.start()
-            other.join(0.5)
-            assert other.is_alive() and answers == [], answers  # not turned away: waiting
-            psutil.Process(process.pid).kill()
-            process.relaunch()
-            other.join(20)
+            answers = _waits_for_the_next_provider(process, other_op)
             doomed.join(20)
         assert answers == [201]
         assert LogReader(process.db).records("doomed", ["op-1", "op-2"])["op-2"].effects == 1
     finally:
         stop_all(process.release())
+
+
+@pytest.mark.parametrize("pooled", [requests.Session, httpx.Client], ids=["requests", "httpx"])
+def test_a_provider_about_to_crash_holds_a_request_on_a_kept_connection_for_the_next_one(
+    private_redis_url: str, workdir: Path, pooled: Callable[[], requests.Session | httpx.Client]
+) -> None:
+    """A pooled client's next request, on the connection it kept open, made while the provider
+    drains for its planned crash: held for the restarted provider as a new connection is, not
+    turned away (503) as a fault nobody planned for that op."""
+    process = ProviderProcess(workdir, private_redis_url, "testbed:kept")
+    process.launch()
+    try:
+        process.wait_ready()
+        effects, auth = f"{process.url}/ledgers/kept/effects", bearer(process.token)
+        with pooled() as client, provider_client(process.url, process.token, timeout=30) as armed_client:
+            assert armed_client.put("/ledgers/kept", json={}).status_code == 200
+            assert client.post(effects, json={**BODY, "reference": "op-2"}, headers=auth).status_code == 201
+            doomed = _held(armed_client, private_redis_url, "kept", Boundary.BEFORE_EFFECT, Fault.PROVIDER_CRASH)
+
+            def other_op() -> int:
+                return client.post(effects, json={**BODY, "reference": "op-3"}, headers=auth).status_code
+
+            answers = _waits_for_the_next_provider(process, other_op)
+            doomed.join(20)
+        assert answers == [201]
+    finally:
+        stop_all(process.release())
+
+
+def _waits_for_the_next_provider(process: ProviderProcess, request: Callable[[], int]) -> list[int]:
+    """`request` made in a thread while the provider drains for its crash: not answered (it
+    waits) until the provider is killed and restarted; what it was answered then."""
+    answers: list[int] = []
+    other = threading.Thread(target=lambda: answers.append(request()))
+    other.start()
+    other.join(0.5)
+    assert other.is_alive() and answers == [], answers  # not turned away: waiting
+    psutil.Process(process.pid).kill()
+    process.relaunch()
+    other.join(20)
+    return answers
 
 
 def _held(http: httpx.Client, redis_url: str, ledger: str, boundary: Boundary, fault: Fault) -> threading.Thread:

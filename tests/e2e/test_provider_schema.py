@@ -99,7 +99,7 @@ def test_without_the_token_every_route_but_health_is_refused_and_changes_nothing
             assert [a.status_code for a in answers] == [401] * len(answers)
             assert all(a.headers["WWW-Authenticate"] == "Bearer" for a in answers)
         health = anonymous.get("/health")
-        assert (health.status_code, health.json()) == (200, {"status": "ok"})
+        assert (health.status_code, health.json()) == (200, {"status": "ok", "failures": 0, "failure": None})
     assert log_size(provider) == before
     with provider.client() as http:
         # Still deduplicating, clock unmoved, nothing withdrawn: the contract the refused calls tried to change.

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from testbed.report.latency import recovery_mode
+from testbed.store.formats import StoredEvent
 from tests.support.browser import BROWSER, NO_BROWSER, PNG, open_in_browser, screenshot
 from tests.support.dom import Node, parse
 from tests.support.helpers import Ran, RanIn, assert_left_nothing, run_testbed
@@ -56,7 +57,8 @@ def assert_everything_shown(dom: Node, results: dict[str, Any]) -> None:
         assert_cell_timeline(figures[0], row)
         for events in faulted.values():
             if any(e["event"] == "killed" for e in events):
-                mode = recovery_mode(row["fault"], events, results["options"].get("recovery"))
+                typed = [StoredEvent.model_validate(e) for e in events]
+                mode = recovery_mode(row["fault"], typed, results["options"].get("recovery"))
                 modes[mode] = modes.get(mode, 0) + 1
     # a latency plot per recovery mode, a dot per replayed kill
     plots = {p.attrs["data-mode"]: p for p in dom.find_all("figure", "latency-plot")}

@@ -3,22 +3,19 @@ not even when interrupted; a run on a shared Redis touches only its own keys."""
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from labcore.procs import free_port
-from testbed.infra.redis_server import find_binary
 from tests.support.helpers import (
     Seen,
     SharedRedis,
     assert_left_nothing,
     descendants,
     finish,
+    redis_server,
     run_testbed,
     sigint_disposition,
     start_testbed,
@@ -69,27 +66,17 @@ def test_sigint_stops_everything_the_run_started(workdir: Path) -> None:
 
 @pytest.fixture
 def shared_redis(tmp_path: Path) -> Iterator[SharedRedis]:
-    """Another Redis, standing in for one the user shares with other programs."""
-    port = free_port()
-    argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*argv, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    client.set("someone-elses:key", "untouched")
-    client.rpush("rq:queue:default", "not ours")
-    yield f"redis://127.0.0.1:{port}/0", client
-    proc.terminate()
-    proc.wait()
+    """Another Redis, standing in for one the user shares with other programs (and has to
+    themselves: it takes clients without a password, so each run says --redis-private)."""
+    with redis_server(tmp_path) as (url, client):
+        client.set("someone-elses:key", "untouched")
+        client.rpush("rq:queue:default", "not ours")
+        yield url, client
 
 
 def test_shared_redis_run_touches_only_its_own_keys(workdir: Path, shared_redis: SharedRedis) -> None:
     url, client = shared_redis
-    ran = run_testbed([*SMALL, "--redis-url", url, "--keep"], workdir)
+    ran = run_testbed([*SMALL, "--redis-url", url, "--redis-private", "--keep"], workdir)
     assert ran.code == 0, ran.stderr
     # redis-py types keys() as bytes | str; a client without decode_responses gets bytes.
     found = client.keys("*")
@@ -100,7 +87,7 @@ def test_shared_redis_run_touches_only_its_own_keys(workdir: Path, shared_redis:
     assert any(key.startswith(prefix + "rq:") for key in run_keys)  # RQ's own keys carry the prefix too
 
     (workdir / "again").mkdir()
-    again = run_testbed([*SMALL, "--redis-url", url], workdir / "again")
+    again = run_testbed([*SMALL, "--redis-url", url, "--redis-private"], workdir / "again")
     assert again.code == 0, again.stderr
     assert not client.keys(f"testbed:{again.json['run']}:*")  # removed after the run
     assert client.get("someone-elses:key") == b"untouched"

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,32 @@ TESTBED = [sys.executable, "-m", "testbed"]
 BackgroundRuns = dict[str, tuple[subprocess.Popen[bytes], Path]]
 # A Redis the user shares with other programs: its URL, and a client of it.
 SharedRedis = tuple[str, redis.Redis]
+
+
+@contextlib.contextmanager
+def redis_server(directory: Path, password: str | None = None) -> Iterator[SharedRedis]:
+    """A redis-server of the test's own on loopback, standing in for one the user shares with
+    other programs: with a password, or taking every client as many do."""
+    from labcore.procs import free_port
+    from testbed.infra.redis_server import find_binary
+
+    port = free_port()
+    argv = [find_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    argv += ["--dir", str(directory), *(["--requirepass", password] if password else [])]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port, password=password)
+    try:
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield f"redis://{f':{password}@' if password else ''}127.0.0.1:{port}/0", client
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait()
 
 
 @dataclass

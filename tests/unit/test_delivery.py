@@ -6,13 +6,17 @@ from __future__ import annotations
 import pytest
 
 from labcore.boundaries import Boundary
-from labcore.delivery import FOR_EVER, Cause, Delivery, Redelivery, redelivery, task_options
+from labcore.delivery import redelivery
+from labcore.engines.celery import Delivery, task_options
 from labcore.faults import Fault, cause_of
 from labcore.plan import EveryNth
+from labcore.redelivery import FOR_EVER, Cause, Redelivery
+from testbed.engines import engine_of
+from testbed.engines.base import EngineChoice
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.model import predict
-from testbed.usecases.engines import engine_cells, parse_engine
+from testbed.usecases.engines import engine_cells
 
 LOST, WORKER, ERROR = Cause.CHILD_LOST, Cause.WORKER_LOST, Cause.ERROR
 
@@ -93,16 +97,21 @@ def test_a_whole_worker_killed_comes_back_only_when_its_message_was_not_acknowle
 
 def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused() -> None:
     cells = [Cell("retry-only", None), Cell("provider-key", Boundary.AFTER_EFFECT)]
-    engine, deliveries = parse_engine("celery", [], None)
-    assert engine == "celery"
+    celery = EngineChoice("celery")
+    assert engine_of(celery).name == "celery"
+    deliveries = engine_of(celery).settings(celery)
     assert deliveries == [d.value for d in Delivery]
     run = engine_cells(cells, deliveries)
     assert len(run) == 8 and [c.delivery for c in run[:2]] == ["early-ack", "early-ack"]
     assert run[-1].label == "autoretry: provider-key @ after-effect (kill)"
-    assert engine_cells(cells, parse_engine("rq", [], None)[1]) == cells
-    assert parse_engine("rq", [], "app:app")[1] == ["app"]
-    for args in (("rq", ["acks-late"], None), ("celery", ["late"], None), ("huey", [], None)):
+    assert engine_cells(cells, settings(EngineChoice())) == cells
+    assert settings(EngineChoice(app="app:app")) == ["app"]
+    for choice in (EngineChoice("rq", ("acks-late",)), EngineChoice("celery", ("late",)), EngineChoice("huey")):
         with pytest.raises(UsageError):
-            parse_engine(*args)
+            settings(choice)
     with pytest.raises(UsageError, match="not with --delivery"):
-        parse_engine("celery", ["acks-late"], "app:app")
+        settings(EngineChoice("celery", ("acks-late",), "app:app"))
+
+
+def settings(choice: EngineChoice) -> list[str]:
+    return engine_of(choice).settings(choice)

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from labcore.boundaries import Boundary
-from labcore.delivery import Redelivery
+from labcore.delivery import policy_of
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
+from labcore.redelivery import Redelivery
 from labcore.schedule import Schedule
 from testbed.errors import UsageError
 from testbed.experiment.schedules import HELD_FOR_DUPLICATE, problem
@@ -19,7 +20,6 @@ from testbed.explore.space import (
     batches,
     faults_for,
     fitted,
-    policy_of,
     reachable,
     scenarios_for,
     trials,
@@ -147,7 +147,7 @@ def test_on_celery_an_op_is_struck_only_on_attempts_its_setting_runs() -> None:
         ("none",),
         max_ops=3,
         retries=3,
-        faults=faults_for(False, celery=True),
+        faults=faults_for(False, whole_workers=False),
         policy=policy_of("early-ack", 3),
     )
 )

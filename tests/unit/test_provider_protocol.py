@@ -22,7 +22,7 @@ from collections.abc import Callable
 from provider.connection import Budget, Connection, Connections
 from provider.limits import IDLE_TICKS, MAX_HEAD, MAX_HEADERS, REQUEST_TICKS
 from provider.peers import Client, Peers
-from provider.service import HeldSend, Request, Response
+from provider.service import Failures, HeldSend, Request, Response, cause_of
 from provider.wire import MAX_BODY
 
 SEND = b"POST /ledgers/l/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
@@ -38,6 +38,10 @@ class Told:
         self.requests: list[Request] = []
         self._answer = answer
         self.needs_token = needs_token  # then a body is read only after an Authorization header
+        self.failures = Failures()
+
+    def failed(self, exc: Exception) -> Response:
+        return Response(500, {"error": cause_of(exc)})
 
     def handle(self, request: Request) -> Response | HeldSend:
         self.requests.append(request)
@@ -343,14 +347,16 @@ class _Said(Peers):
 
 def test_a_client_over_its_share_of_connections_is_answered_503_and_closed() -> None:
     """A stranger past its cap; every stranger past theirs together; everyone past the total. The
-    provider's own user only past the total, and a connection closed frees its place."""
+    provider's own user only past the total, and a connection closed frees its place. Its own
+    user's refusals are the provider's failures (the lab's own links), strangers' are not."""
     own = os.geteuid()
+    told = Told()
     clients: list[Client] = [*[own + 1] * 3, *[own + 2] * 2, own + 3, *[own] * 3, own + 1, own]
 
     async def connect() -> list[int]:
         budget = Budget(total=6, strangers=4, per_client=2)
         peers = _Said(list(clients))
-        connections = Connections(Told(), asyncio.get_running_loop(), budget=budget, peers=peers)  # type: ignore[arg-type]
+        connections = Connections(told, asyncio.get_running_loop(), budget=budget, peers=peers)  # type: ignore[arg-type]
         refused = []
         made = []
         for n in range(len(clients) - 2):
@@ -375,6 +381,7 @@ def test_a_client_over_its_share_of_connections_is_answered_503_and_closed() -> 
     # 2: the third of one stranger; 5: past all strangers' 4; 8: past the total of 6; then,
     # a place freed: 9 (a stranger under its cap) takes it, and 10 (own) finds the total reached.
     assert asyncio.run(connect()) == [2, 5, 8, 10]
+    assert told.failures.count == 2 and "out of descriptors" in str(told.failures.last)
 
 
 def test_the_budget_keeps_a_reserve_for_the_own_user() -> None:

@@ -101,7 +101,7 @@ def test_the_token_is_checked_before_anything_else(client: ServiceClient) -> Non
     assert (refused.status, refused.body) == (401, {"error": "missing or wrong bearer token"})
     assert refused.headers == ((b"www-authenticate", b"Bearer"),) and refused.close
     assert client.answer("GET", "/nowhere", WRONG).status == 401  # before the route is known
-    assert client.answer("GET", "/health", WRONG).body == {"status": "ok"}
+    assert client.answer("GET", "/health", WRONG).body == {"status": "ok", "failures": 0, "failure": None}
     assert client.answer("GET", "/s/nowhere", WRONG).status == 404  # a user's job's path needs no bearer token
     doc = client.answer("GET", "/openapi.json").body
     assert doc["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}

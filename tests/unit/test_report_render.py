@@ -16,11 +16,17 @@ from testbed.report.junit import write_junit
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.store import history
 from testbed.store import results as stored
+from testbed.store.formats import StoredEvent
 from testbed.store.series import Series
 from tests.support.dom import Node, parse
 from tests.support.rows import row
 
 T = 1_796_000_000.0
+
+
+def typed(events: list[dict[str, Any]]) -> list[StoredEvent]:
+    """Events as the report reads them from a stored run."""
+    return [StoredEvent.model_validate(e) for e in events]
 
 
 def horse_killed(
@@ -345,14 +351,14 @@ def test_load_run_draws_throughput_kills_and_effects_per_strategy() -> None:
 
 
 def test_replay_latency_of_an_op() -> None:
-    horse = replay_latency(horse_killed(T))
+    horse = replay_latency(typed(horse_killed(T)))
     assert horse is not None
     assert horse.requeue_ms == pytest.approx(5.0, abs=0.01) and horse.replay_ms == pytest.approx(300.0, abs=0.01)
-    worker = replay_latency(worker_killed(T))
+    worker = replay_latency(typed(worker_killed(T)))
     assert worker is not None
     assert worker.requeue_ms == pytest.approx(27.0, abs=0.01) and worker.replay_ms == pytest.approx(900.0, abs=0.01)
-    assert replay_latency(timed_out(T)) is None
-    assert recovery_mode("kill-worker", worker_killed(T), "rq") == "kill-worker, forced recovery"
+    assert replay_latency(typed(timed_out(T))) is None
+    assert recovery_mode("kill-worker", typed(worker_killed(T)), "rq") == "kill-worker, forced recovery"
     assert recovery_mode("kill-worker", [], "rq") == "kill-worker, rq recovery"
 
 

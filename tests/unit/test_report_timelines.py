@@ -20,6 +20,7 @@ from testbed.report.effects import AtProvider, Effect, Ledger, ProviderSide
 from testbed.report.timelines import CellFacts, cell_timeline, judge
 from testbed.store import history
 from testbed.store import results as stored
+from testbed.store.formats import StoredEvent
 from testbed.store.results import HeldOp
 from tests.support.dom import parse
 from tests.support.rows import row
@@ -33,6 +34,10 @@ HELD = HeldOp(op=OP, state="unresolved", reason="the provider answered 410: with
 def local(op: str = OP, outcome: str | None = "completed", attempts: int = 2, **more: object) -> history.LocalFacts:
     fields = {"op": op, "attempts": attempts, "outcome": outcome, "detail": "", "jobFailed": False} | more
     return history.LocalFacts.model_validate_json(json.dumps(fields))
+
+
+def typed(events: list[dict[str, Any]]) -> list[StoredEvent]:
+    return [StoredEvent.model_validate(e) for e in events]
 
 
 def start(t: float, attempt: int, worker: str, pid: int, enqueued: float | None = None) -> dict[str, Any]:
@@ -49,17 +54,19 @@ def hit(t: float, boundary: str = "after-effect", fault: str = "kill", attempt: 
     return {"event": "hit", "at": t, "attempt": attempt, "boundary": boundary, "fault": fault, "pid": 100}
 
 
-def horse_killed_after_effect(t: float = T) -> list[dict[str, Any]]:
+def horse_killed_after_effect(t: float = T) -> list[StoredEvent]:
     """The effect applied, the work-horse killed before it heard; RQ's Retry runs it again."""
-    return [
-        start(t, 1, "w1", 100, t - 0.1),
-        hit(t + 0.010),
-        {"event": "killed", "at": t + 0.011, "attempt": 1, "boundary": "after-effect", "worker": "w1"}
-        | {"pids": [100], "confirmedMs": 1.5},
-        start(t + 0.300, 2, "w2", 101, t + 0.020),
-        {"event": "contact", "at": t + 0.310, "attempt": 2, "pid": 101, "worker": "w2", "answer": "201"},
-        end(t + 0.320, 2, "w2", 101),
-    ]
+    return typed(
+        [
+            start(t, 1, "w1", 100, t - 0.1),
+            hit(t + 0.010),
+            {"event": "killed", "at": t + 0.011, "attempt": 1, "boundary": "after-effect", "worker": "w1"}
+            | {"pids": [100], "confirmedMs": 1.5},
+            start(t + 0.300, 2, "w2", 101, t + 0.020),
+            {"event": "contact", "at": t + 0.310, "attempt": 2, "pid": 101, "worker": "w2", "answer": "201"},
+            end(t + 0.320, 2, "w2", 101),
+        ]
+    )
 
 
 def twice(t: float = T) -> AtProvider:
@@ -90,22 +97,26 @@ def test_a_duplicated_op_shows_both_effects_the_hit_and_the_kill_apart() -> None
 
 def test_a_provider_crash_is_drawn_as_the_provider_killed_and_back() -> None:
     """The kill names the provider, not a worker (the report of a full matrix crashed on it)."""
-    events = [
-        start(T, 1, "w1", 100, T - 0.05),
-        hit(T + 0.010, fault="provider-crash"),
-        {"event": "killed", "at": T + 0.012, "attempt": 1, "boundary": "after-effect", "provider": 4242}
-        | {"confirmedMs": 2.0, "restartedMs": 180.0},
-        end(T + 0.020, 1, "w1", 100, outcome="failed"),
-        start(T + 0.250, 2, "w3", 102, T + 0.030),
-        end(T + 0.260, 2, "w3", 102),
-    ]
+    events = typed(
+        [
+            start(T, 1, "w1", 100, T - 0.05),
+            hit(T + 0.010, fault="provider-crash"),
+            {"event": "killed", "at": T + 0.012, "attempt": 1, "boundary": "after-effect", "provider": 4242}
+            | {"confirmedMs": 2.0, "restartedMs": 180.0},
+            end(T + 0.020, 1, "w1", 100, outcome="failed"),
+            start(T + 0.250, 2, "w3", 102, T + 0.030),
+            end(T + 0.260, 2, "w3", 102),
+        ]
+    )
     other = "tenant-demo:notification:10"
-    shared = [
-        start(T + 0.001, 1, "w2", 110),
-        hit(T + 0.011, fault="provider-crash"),
-        {"event": "killed", "at": T + 0.013, "attempt": 1, "boundary": "after-effect", "provider": 4242}
-        | {"shared": True},
-    ]
+    shared = typed(
+        [
+            start(T + 0.001, 1, "w2", 110),
+            hit(T + 0.011, fault="provider-crash"),
+            {"event": "killed", "at": T + 0.013, "attempt": 1, "boundary": "after-effect", "provider": 4242}
+            | {"shared": True},
+        ]
+    )
     ledger = Ledger({OP: twice()})
     model = cell_timeline(CellFacts({OP: events, other: shared}, [[local()], [local(other)]], ledger, "log"))
     crashed = next(r for r in model.rows if r.op == OP)
@@ -123,17 +134,19 @@ def test_a_provider_crash_is_drawn_as_the_provider_killed_and_back() -> None:
 
 
 def test_a_partition_cuts_the_host_off_until_it_heals_and_counts_come_from_the_audit() -> None:
-    events = [
-        start(T, 1, "hostA/w1", 100, T - 0.05),
-        hit(T + 0.010, fault="partition"),
-        {"event": "partitioned", "at": T + 0.012, "attempt": 1, "boundary": "after-effect", "worker": "hostA/w1"}
-        | {"host": "hostA", "confirmedMs": 3.0, "letGo": T + 0.013},
-        {"event": "call-timeout", "at": T + 0.510, "attempt": 1, "pid": 100, "worker": "hostA/w1"},
-        {"event": "healed", "at": T + 0.520, "attempt": 1, "host": "hostA", "confirmedMs": 2.0},
-        end(T + 0.515, 1, "hostA/w1", 100, outcome="failed"),
-        start(T + 0.600, 2, "hostB/w1", 200, T + 0.530),
-        end(T + 0.610, 2, "hostB/w1", 200),
-    ]
+    events = typed(
+        [
+            start(T, 1, "hostA/w1", 100, T - 0.05),
+            hit(T + 0.010, fault="partition"),
+            {"event": "partitioned", "at": T + 0.012, "attempt": 1, "boundary": "after-effect", "worker": "hostA/w1"}
+            | {"host": "hostA", "confirmedMs": 3.0, "letGo": T + 0.013},
+            {"event": "call-timeout", "at": T + 0.510, "attempt": 1, "pid": 100, "worker": "hostA/w1"},
+            {"event": "healed", "at": T + 0.520, "attempt": 1, "host": "hostA", "confirmedMs": 2.0},
+            end(T + 0.515, 1, "hostA/w1", 100, outcome="failed"),
+            start(T + 0.600, 2, "hostB/w1", 200, T + 0.530),
+            end(T + 0.610, 2, "hostB/w1", 200),
+        ]
+    )
     audit = ProviderSide("audit", {"l": Ledger({OP: AtProvider(2)}, complete=False)})
     model = cell_timeline(CellFacts({OP: events}, [[local()]], audit.ledger("l"), "audit"))
     (op,) = model.rows
@@ -187,7 +200,7 @@ def test_bad_ops_first_at_most_n_rows_and_the_page_says_how_it_chose() -> None:
     events, intents, ops = {}, [], {}
     for n in range(1, 121):
         op = f"op-{n}"
-        events[op] = [start(T + n, 1, "w1", n), hit(T + n + 0.01), end(T + n + 0.02, 1, "w1", n)]
+        events[op] = typed([start(T + n, 1, "w1", n), hit(T + n + 0.01), end(T + n + 0.02, 1, "w1", n)])
         intents.append([local(op, attempts=1)])
         ops[op] = AtProvider(2 if n in (40, 80, 120) else 1)
     intents.append([local("op-121", outcome="skipped", attempts=1)])  # no fault struck it, yet it is lost
@@ -219,15 +232,17 @@ def test_an_effect_on_a_clock_the_scenario_moved_is_drawn_at_its_attempts_answer
 
 
 def test_a_duplicate_job_runs_beside_the_first_and_a_withdrawal_is_the_providers() -> None:
-    events = [
-        start(T, 1, "w1", 100),
-        hit(T + 0.010, "before-effect", "hold"),
-        {"event": "nemesis", "at": T + 0.011, "action": "duplicate"},
-        start(T + 0.015, 2, "w2", 101, T + 0.012),
-        end(T + 0.030, 2, "w2", 101),
-        end(T + 0.040, 1, "w1", 100),
-        {"event": "nemesis", "at": T + 0.050, "action": "withdraw"},
-    ]
+    events = typed(
+        [
+            start(T, 1, "w1", 100),
+            hit(T + 0.010, "before-effect", "hold"),
+            {"event": "nemesis", "at": T + 0.011, "action": "duplicate"},
+            start(T + 0.015, 2, "w2", 101, T + 0.012),
+            end(T + 0.030, 2, "w2", 101),
+            end(T + 0.040, 1, "w1", 100),
+            {"event": "nemesis", "at": T + 0.050, "action": "withdraw"},
+        ]
+    )
     (op,) = cell_timeline(CellFacts({OP: events}, [[local()]], Ledger({OP: twice()}), "log")).rows
     assert [(b.attempt, b.slot) for b in op.bars] == [(1, 0), (2, 1)] and op.slots == 2
     assert [(m.track, m.detail) for m in op.marks if m.kind == "nemesis"] == [
@@ -250,7 +265,7 @@ def test_timeline_svg_keeps_marks_of_a_track_apart_and_text_out_of_the_plot() ->
     for t in dom.find_all("text"):
         assert float(t.attrs["x"]) < plots.GUTTER or "tick" in t.classes or "caption" in t.classes
     # marks of one track at nearly the same moment are moved apart, never drawn on one another
-    crowded = timelines.op_row(OP, [hit(T + 0.0001 * k) for k in range(5)], T, [], None)
+    crowded = timelines.op_row(OP, typed([hit(T + 0.0001 * k) for k in range(5)]), T, [], None)
     model.rows = [crowded]
     xs = [float(p.attrs["d"].split(",")[0][1:]) for p in parse(plots.timeline_svg(model)).find_all("path")]
     assert all(b - a >= plots.GAP - 0.1 for a, b in itertools.pairwise(xs))
@@ -312,7 +327,10 @@ def long_run(ops: int = 100_000, every: int = 10) -> tuple[stored.Results, list[
     for n in range(1, ops + 1):
         op, t, faulted = f"tenant-demo:notification:{n}", T + n * 0.004, n % every == 0
         if faulted:
-            lines += [json.dumps({"type": "event", "cell": "c001", "op": op} | e) for e in horse_killed_after_effect(t)]
+            lines += [
+                json.dumps({"type": "event", "cell": "c001", "op": op} | e.as_dict())
+                for e in horse_killed_after_effect(t)
+            ]
             held[op] = twice(t)
         else:
             held[op] = AtProvider(1, 0, 0, (Effect(t + 0.002, 1),))

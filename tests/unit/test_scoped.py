@@ -2,7 +2,7 @@
 
 import pytest
 
-from labcore.scoped import BadScope, Scope, base_url, read, sign, user_op_id, verify
+from labcore.scoped import BadScope, Scope, base_url, ledger_secret, read, sign, user_op_id, verify
 
 SECRET = "s" * 32
 
@@ -42,3 +42,12 @@ def test_the_op_id_a_job_is_given_names_run_cell_and_op() -> None:
     assert user_op_id("20261130-053851-535be7.c008", "tenant-demo:notification:10") == (
         "20261130-053851-535be7.c008:tenant-demo:notification:10"
     )
+
+
+def test_a_ledgers_secret_is_the_lab_and_the_work_horses_alike_and_its_own() -> None:
+    """Each side derives it from the provider's token: none sends it, and one ledger's
+    secret signs no other's URLs, nor tells the token."""
+    token = "k" * 64
+    secret = ledger_secret(token, "run.c001")
+    assert secret == ledger_secret(token, "run.c001") and len(secret) >= 16 and token not in secret
+    assert secret not in (ledger_secret(token, "run.c002"), ledger_secret("j" * 64, "run.c001"))

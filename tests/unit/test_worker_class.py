@@ -3,7 +3,7 @@
 from rq.utils import import_attribute
 
 from workers.handler import perform
-from workers.target import HANDLER
+from workers.specs import HANDLER
 from workers.worker import Worker
 
 

@@ -18,6 +18,7 @@ def name() -> str:
     return os.environ.get(ENGINE_ENV, "rq")
 
 
-def side() -> ModuleType:
-    """This process's engine's workers' side: `preload()` and `serve(argv)`."""
-    return importlib.import_module(MODULES[name()])
+def side(engine: str | None = None) -> ModuleType:
+    """An engine's workers' side (this process's, by default): `preload()` and `serve(argv)`,
+    and for an engine that runs a user's own app, `check_tasks(app, specs, paths)`."""
+    return importlib.import_module(MODULES[engine or name()])

@@ -4,7 +4,7 @@ A run with `--engine celery` forks real Celery workers (prefork pool, one pool
 child each) from its zygote (`workers.zygote`); the pool child is the process
 that runs an attempt and that a `kill` fault kills, as RQ's work-horse is.
 The app is either the lab's own, with one task per delivery setting
-(`labcore.delivery.SETTINGS`) for the built-in job and one for a user's
+(`labcore.engines.celery.SETTINGS`) for the built-in job and one for a user's
 function, or the user's own app (`--celery-app`), whose task named by
 `--handler` runs with its own options. Either way the lab overrides only
 where the app's messages and results go (`bind`): the run's Redis, under the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -30,7 +31,7 @@ from redis import Redis
 
 from labcore import connections
 from labcore.credentials import RQ_URL_ENV
-from labcore.delivery import APP_TASK, Delivery, task_name, task_options
+from labcore.engines.celery import APP_TASK, Delivery, task_name, task_options
 from labcore.keys import RunKeys
 from workers.engines import ENGINE_ENV as ENGINE_ENV  # the lab sets it in its Celery workers' environment
 from workers.instrument import Job
@@ -78,6 +79,12 @@ def overrides(url: str, run_prefix: str, visibility: int | None, app: Celery | N
         "result_backend_transport_options": backend | prefix,
         "worker_enable_remote_control": False,
         "broker_connection_retry_on_startup": True,
+        # JSON only, whatever the app says: a pickle another client of the Redis writes as a
+        # message or a result would run its code in the worker, or in the lab, as it is loaded.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
     }
 
 
@@ -155,12 +162,12 @@ def serve(argv: list[str]) -> None:
     if spec is None:
         app = lab_app(url, prefix, int(os.environ.get(RETRIES_ENV, "1")), visibility)
     else:
-        from workers import target, userjob  # noqa: F401  (userjob instruments the HTTP clients)
+        from workers import specs, userjob  # noqa: F401  (userjob instruments the HTTP clients)
 
         paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
-        app = target.find(spec, paths)
+        app = specs.find(spec, paths)
         bind(app, url, prefix, visibility)
-        adopt(app, target.find(os.environ[HANDLER_ENV], paths))
+        adopt(app, specs.find(os.environ[HANDLER_ENV], paths))
     app.worker_main(["worker", *argv])
 
 
@@ -170,10 +177,22 @@ def serve(argv: list[str]) -> None:
 @signals.worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no types
 def _ready(sender: Any = None, **_: Any) -> None:
     name = str(sender.hostname).partition("@")[0]
-    _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_ready, name)
+    _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).ready_workers, name)
 
 
 @signals.task_failure.connect  # type: ignore[untyped-decorator]  # Celery ships no types
 def _failed(task_id: str | None = None, **_: Any) -> None:
     if task_id is not None:
-        _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).celery_failed, task_id)
+        _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).given_up, task_id)
+
+
+def check_tasks(app_spec: str, app: Any, tasks: Mapping[str, Any]) -> str | None:
+    """Why `app` (imported from `app_spec`) is not a Celery app, or one of `tasks` (by spec) not
+    one of its tasks; None if they are (the handlers' import check, `workers.specs`)."""
+    if not callable(getattr(app, "worker_main", None)) or not hasattr(app, "tasks"):
+        return f"--celery-app {app_spec}: not a Celery app (it is a {type(app).__name__})"
+    for spec, task in tasks.items():
+        name = getattr(task, "name", None)
+        if name is None or name not in app.tasks:
+            return f"handler {spec}: not a task of the Celery app {app_spec}"
+    return None

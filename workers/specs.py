@@ -1,18 +1,9 @@
-"""A user's job function named as `package.module:function`, found the way `rq worker` finds one.
-
-    python -m workers.target SPEC... [--path DIR]... [--celery-app APP]
-
-checks that each SPEC imports and names a callable (with --celery-app: a task
-of that Celery app), before a run starts
-anything: one line on stderr with the cause, exit 2; otherwise it prints the
-installed libraries the handlers imported (JSON), for the workers to preload.
-The check runs in its own process, so the user's module is never imported
-into the lab (nor rq, whose key prefix the lab sets first).
-"""
+"""A user's job function named as `package.module:function`, found the way `rq worker` finds
+one, and the installed libraries it brings, which the workers preload (`preload`). The check
+that a run's handlers can be found runs in a process of its own (`workers.importcheck`)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -21,8 +12,6 @@ import sysconfig
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, cast
-
-from labcore.scoped import PROVIDER_ENV
 
 # Set by a run with users' jobs (`jobs_env`): its workers preload the job wrapper, the HTTP
 # clients it instruments, and the libraries the handlers import (`preload`).
@@ -77,17 +66,6 @@ def find(spec: str, paths: Sequence[str] = ()) -> Any:
     return found
 
 
-def celery_task(app_spec: str, spec: str, paths: Sequence[str] = ()) -> None:
-    """`app_spec` names a Celery app and `spec` one of its tasks, or a TargetError says which does not."""
-    app = find(app_spec, paths)
-    if not callable(getattr(app, "worker_main", None)) or not hasattr(app, "tasks"):
-        raise TargetError(f"--celery-app {app_spec}: not a Celery app (it is a {type(app).__name__})")
-    task = load(spec, paths)
-    name = getattr(task, "name", None)
-    if name is None or name not in app.tasks:
-        raise TargetError(f"handler {spec}: not a task of the Celery app {app_spec}")
-
-
 def jobs_env(libraries: Sequence[str]) -> str:
     return json.dumps({"preload": list(libraries)})
 
@@ -124,26 +102,3 @@ def preload(value: str) -> None:
             importlib.import_module(name)
         except (Exception, SystemExit):
             continue
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.target")
-    parser.add_argument("specs", nargs="+")
-    parser.add_argument("--path", action="append", default=[])
-    parser.add_argument("--celery-app", help="the app whose tasks the SPECs must be")
-    args = parser.parse_args(argv)
-    os.environ.setdefault(PROVIDER_ENV, PLACEHOLDER_URL)
-    paths = [os.path.abspath(p) for p in args.path]
-    try:
-        libraries = libraries_loaded_by(args.specs, paths)
-        for spec in args.specs if args.celery_app else ():
-            celery_task(args.celery_app, spec, paths)
-    except TargetError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    print(json.dumps(libraries))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from workers.target import TargetError, jobs_env, load, preload, split
+from workers.specs import TargetError, jobs_env, load, preload, split
 
 
 def test_a_function_by_module_and_name() -> None:
     assert load("examples.keyed:send").__name__ == "send"
-    assert load("workers.target:TargetError.__init__") is TargetError.__init__
+    assert load("workers.specs:TargetError.__init__") is TargetError.__init__
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_the_check_process_exits_2_with_the_cause(tmp_path: Path) -> None:
     (tmp_path / "reads_env_job.py").write_text(
         "import os, sqlite3\nBASE = os.environ['TESTBED_PROVIDER_URL']\ndef send(op_id, payload): pass\nVALUE = 1\n"
     )
-    check = [sys.executable, "-m", "workers.target", "--path", str(tmp_path)]
+    check = [sys.executable, "-m", "workers.importcheck", "--path", str(tmp_path)]
     ok = subprocess.run([*check, "reads_env_job:send"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     libraries = json.loads(ok.stdout)  # for the workers to preload: installed modules, not the user's

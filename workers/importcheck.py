@@ -1,0 +1,48 @@
+"""The handlers' import check, before a run starts anything:
+
+    python -m workers.importcheck SPEC... [--path DIR]... [--engine NAME --app APP]
+
+checks that each SPEC imports and names a callable (with --app: a task of that app of the
+engine's): one line on stderr with the cause, exit 2; otherwise it prints the installed
+libraries the handlers imported (JSON), for the workers to preload. It runs in its own
+process, so the user's module is never imported into the lab (nor rq, whose key prefix the
+lab sets first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from labcore.scoped import PROVIDER_ENV
+from workers import engines
+from workers.specs import PLACEHOLDER_URL, TargetError, find, libraries_loaded_by, load
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workers.importcheck")
+    parser.add_argument("specs", nargs="+")
+    parser.add_argument("--path", action="append", default=[])
+    parser.add_argument("--engine", default="rq", help="the engine whose app --app is")
+    parser.add_argument("--app", help="the app whose tasks the SPECs must be")
+    args = parser.parse_args(argv)
+    os.environ.setdefault(PROVIDER_ENV, PLACEHOLDER_URL)
+    paths = [os.path.abspath(p) for p in args.path]
+    try:
+        libraries = libraries_loaded_by(args.specs, paths)
+        if args.app:
+            tasks = {spec: load(spec, paths) for spec in args.specs}
+            if (why := engines.side(args.engine).check_tasks(args.app, find(args.app, paths), tasks)) is not None:
+                raise TargetError(why)
+    except TargetError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(json.dumps(libraries))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
