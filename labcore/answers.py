@@ -62,3 +62,20 @@ def seen(status: int, authoritative: bool = True) -> Seen:
     if status == 404 and not authoritative:
         return Seen.UNKNOWN
     return _BY_STATUS.get(status, Seen.UNKNOWN)
+
+
+# An answer that says the provider itself failed (not the job's request): 501 is no
+# failure, it is a contract's "no lookup here".
+_PROVIDER_FAILED = frozenset({500, 502, 503, 504})
+
+
+def provider_failed(status: int) -> bool:
+    return status in _PROVIDER_FAILED
+
+
+class CallFailure(StrEnum):
+    """How an attempt's call to the provider failed, as the attempt reports it (`call-failed`)."""
+
+    TIMEOUT = "timeout"  # the client gave up waiting
+    CONNECTION = "connection"  # refused, reset, cut short
+    STATUS = "status"  # a 5xx answer (`provider_failed`)

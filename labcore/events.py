@@ -3,7 +3,8 @@ records, written and parsed in this module only.
 
 A *hit* is an armed boundary reached by a work-horse or the provider; an
 *event* is something an attempt of a watched op reports (it started, got its
-first answer, timed out, ended). The controller adds what it did itself
+first answer, timed out, ended), or what any attempt or worker reports that a
+plan may not have made (a failed call, a work-horse dead of a signal). The controller adds what it did itself
 (kills, restarts, recoveries, world changes) to each op's history.
 """
 
@@ -24,6 +25,9 @@ class EventKind(StrEnum):
     CONTACT = "contact"  # the first answer the provider gave the attempt
     CALL_TIMEOUT = "call-timeout"
     ATTEMPT_END = "attempt-end"
+    # Reported whether the op is watched or not: the controller judges whether the plan made it.
+    CALL_FAILED = "call-failed"  # a call to the provider timed out, broke, or got a 5xx
+    HORSE_DIED = "horse-died"  # by its worker: its work-horse died of a signal
     # Noted by the controller.
     HIT = "hit"
     KILLED = "killed"

@@ -1,9 +1,11 @@
 """Fixtures shared by the tests; what else they share lives in tests/support/."""
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +42,19 @@ def workdir() -> Iterator[Path]:
     path = short_dir()
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def busy_cores() -> Iterator[int]:
+    """One busy-loop process per core, for as long as the test runs."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    yield len(hogs)
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httptools
 
-from labcore.answers import REPLAYED, Lookup, Reply, Seen, seen, turned_away
+from labcore.answers import REPLAYED, CallFailure, Lookup, Reply, Seen, provider_failed, seen, turned_away
 from labcore.credentials import TOKEN_ENV, bearer
 from labcore.endpoints import unix_path
 
@@ -195,6 +195,14 @@ def never() -> bool:
     return False
 
 
+# Told how a call failed in the end (what it sent again and got through is no failure).
+Failed = Callable[[CallFailure, str], None]
+
+
+def _unheard(failure: CallFailure, detail: str) -> None:
+    pass
+
+
 def _request(
     base: str,
     method: str,
@@ -203,6 +211,30 @@ def _request(
     timeout: float,
     body: bytes | None = None,
     unprocessed: Callable[[], bool] = never,
+    failed: Failed = _unheard,
+) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """One request (`_sent`), and `failed` told if it failed: timed out, broke, or got a 5xx."""
+    try:
+        status, response_headers, parsed = _sent(base, method, path, headers, timeout, body, unprocessed)
+    except Timeout as exc:
+        failed(CallFailure.TIMEOUT, str(exc))
+        raise
+    except OSError as exc:
+        failed(CallFailure.CONNECTION, f"{type(exc).__name__}: {exc}")
+        raise
+    if provider_failed(status):
+        failed(CallFailure.STATUS, str(status))
+    return status, response_headers, parsed
+
+
+def _sent(
+    base: str,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    timeout: float,
+    body: bytes | None,
+    unprocessed: Callable[[], bool],
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
     """One request; what the provider never processed is sent again until `timeout`.
     `unprocessed()` is asked when a request goes unanswered."""
@@ -283,6 +315,7 @@ def send(
     chaos: str | None,
     timeout: float,
     unprocessed: Callable[[], bool] = never,
+    failed: Failed = _unheard,
 ) -> Reply:
     headers = {"Content-Type": "application/json", "X-Testbed-Attempt": str(attempt)}
     if key:
@@ -290,16 +323,23 @@ def send(
     if chaos:
         headers["X-Testbed-Chaos"] = chaos
     status, response_headers, body = _request(
-        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), unprocessed
+        base, "POST", _path(ledger), headers, timeout, json.dumps(payload).encode(), unprocessed, failed
     )
     return Reply(status, str(body.get("id", "")), response_headers.get(_REPLAYED) == "true")
 
 
 def lookup(
-    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, unprocessed: Callable[[], bool] = never
+    base: str,
+    ledger: str,
+    reference: str,
+    fingerprint: str,
+    *,
+    timeout: float,
+    unprocessed: Callable[[], bool] = never,
+    failed: Failed = _unheard,
 ) -> Lookup:
     """The strongly consistent single-item read."""
-    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout, None, unprocessed)
+    status, _, body = _request(base, "GET", _path(ledger, reference), {}, timeout, None, unprocessed, failed)
     # A 404 is evidence of absence only when the provider says so (not for a ledger it does not know).
     return Lookup(
         seen(status, body.get("found") is False), str(body.get("id", "")), body.get("fingerprint") == fingerprint
@@ -307,11 +347,18 @@ def lookup(
 
 
 def search(
-    base: str, ledger: str, reference: str, fingerprint: str, *, timeout: float, unprocessed: Callable[[], bool] = never
+    base: str,
+    ledger: str,
+    reference: str,
+    fingerprint: str,
+    *,
+    timeout: float,
+    unprocessed: Callable[[], bool] = never,
+    failed: Failed = _unheard,
 ) -> Lookup:
     """The listing filtered by reference: an empty page is all it can say about absence."""
     path = f"{_path(ledger)}?{urlencode({'reference': reference})}"
-    status, _, body = _request(base, "GET", path, {}, timeout, None, unprocessed)
+    status, _, body = _request(base, "GET", path, {}, timeout, None, unprocessed, failed)
     if status != 200:
         return Lookup(Seen.UNKNOWN)
     data = body.get("data") or []

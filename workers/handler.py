@@ -90,6 +90,7 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
                     chaos=probe.provider_hit(),
                     timeout=probe.call_timeout(s.client_timeout),
                     unprocessed=unprocessed,
+                    failed=probe.call_failed,
                 )
             except client.Timeout:
                 probe.event(EventKind.CALL_TIMEOUT)
@@ -98,7 +99,15 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int) -> str:
             return reply
         elif isinstance(step, AskProvider):
             timeout = probe.call_timeout(s.client_timeout)
-            found = read(s.provider, s.ledger, op, fingerprint(payload), timeout=timeout, unprocessed=unprocessed)
+            found = read(
+                s.provider,
+                s.ledger,
+                op,
+                fingerprint(payload),
+                timeout=timeout,
+                unprocessed=unprocessed,
+                failed=probe.call_failed,
+            )
             probe.contact(found.seen.value)
             return found
         elif isinstance(step, Wait):

@@ -7,6 +7,8 @@ For the calls of the current attempt to its scoped base URL (workers.scope):
   and `after-receipt` once its response is in hand (whatever its status);
 - a timed-out effect call is reported at once, so the controller can let a
   held request go while the client is still alive;
+- any call that times out, breaks (refused, reset) or gets a 5xx is reported as
+  a failed call: the controller judges whether the plan made it;
 - the provider's first answer to the attempt is reported (a `late` request is
   applied once the next attempt has heard from the provider).
 Calls to anywhere else pass through untouched. requests sends through urllib3:
@@ -21,28 +23,32 @@ import importlib.util
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from labcore.answers import CallFailure, provider_failed
 from labcore.boundaries import Boundary
 from workers import scope
+
+# How a library's exception reads as a failed call, or None: not one (the job's own error).
+Classify = Callable[[BaseException], CallFailure | None]
 
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("testbed_http_probe", default=False)
 _MARK = "__testbed_probe__"
 
 
-def _observe(method: str, url: str, is_timeout: Callable[[BaseException], bool]) -> _Call | None:
+def _observe(method: str, url: str, classify: Classify) -> _Call | None:
     attempt = scope.current()
     if attempt is None or _inside.get() or not attempt.is_call(url):
         return None
-    return _Call(attempt, attempt.is_effect(method, url), is_timeout)
+    return _Call(attempt, attempt.is_effect(method, url), classify)
 
 
 class _Call:
     """One call of the attempt to the provider, from before it is sent to its response."""
 
-    def __init__(self, attempt: scope.Attempt, effect: bool, is_timeout: Callable[[BaseException], bool]) -> None:
+    def __init__(self, attempt: scope.Attempt, effect: bool, classify: Classify) -> None:
         self.attempt = attempt
         self.first = effect and attempt.first_effect()
         self.effect = effect
-        self.is_timeout = is_timeout
+        self.classify = classify
         self.token = _inside.set(True)
 
     def before(self) -> None:
@@ -51,12 +57,18 @@ class _Call:
 
     def failed(self, exc: BaseException) -> None:
         _inside.reset(self.token)
-        if self.effect and self.is_timeout(exc):
+        failure = self.classify(exc)
+        if failure is None:
+            return
+        if self.effect and failure is CallFailure.TIMEOUT:
             self.attempt.call_timed_out()
+        self.attempt.failed(failure, f"{type(exc).__name__}: {exc}")
 
     def answered(self, status: int) -> None:
         _inside.reset(self.token)
         self.attempt.answered(str(status))
+        if provider_failed(status):
+            self.attempt.failed(CallFailure.STATUS, str(status))
         if self.first:
             self.attempt.at(Boundary.AFTER_RECEIPT)
 
@@ -65,11 +77,11 @@ def _wrap(
     original: Callable[..., Any],
     describe: Callable[..., tuple[str, str]],
     status: Callable[[Any], int],
-    is_timeout: Callable[[BaseException], bool],
+    classify: Classify,
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     def send(*args: Any, **kwargs: Any) -> Any:
-        call = _observe(*describe(*args, **kwargs), is_timeout)
+        call = _observe(*describe(*args, **kwargs), classify)
         if call is None:
             return original(*args, **kwargs)
         try:
@@ -89,11 +101,11 @@ def _wrap_async(
     original: Callable[..., Awaitable[Any]],
     describe: Callable[..., tuple[str, str]],
     status: Callable[[Any], int],
-    is_timeout: Callable[[BaseException], bool],
+    classify: Classify,
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     async def send(*args: Any, **kwargs: Any) -> Any:
-        call = _observe(*describe(*args, **kwargs), is_timeout)
+        call = _observe(*describe(*args, **kwargs), classify)
         if call is None:
             return await original(*args, **kwargs)
         try:
@@ -120,16 +132,18 @@ def _httpx() -> None:
     def describe(transport: Any, request: httpx.Request, *_: Any, **__: Any) -> tuple[str, str]:
         return request.method, str(request.url)
 
-    def timed_out(exc: BaseException) -> bool:
-        return isinstance(exc, httpx.TimeoutException)
+    def classify(exc: BaseException) -> CallFailure | None:
+        if isinstance(exc, httpx.TimeoutException):
+            return CallFailure.TIMEOUT
+        return CallFailure.CONNECTION if isinstance(exc, httpx.TransportError) else None
 
     def status(response: httpx.Response) -> int:
         return response.status_code
 
     original = httpx.HTTPTransport.handle_request
-    _patch(httpx.HTTPTransport, "handle_request", _wrap(original, describe, status, timed_out))
+    _patch(httpx.HTTPTransport, "handle_request", _wrap(original, describe, status, classify))
     original_async = httpx.AsyncHTTPTransport.handle_async_request
-    wrapped = _wrap_async(original_async, describe, status, timed_out)
+    wrapped = _wrap_async(original_async, describe, status, classify)
     _patch(httpx.AsyncHTTPTransport, "handle_async_request", wrapped)
 
 
@@ -142,20 +156,22 @@ def _requests() -> None:
     def describe(adapter: Any, request: requests.PreparedRequest, *_: Any, **__: Any) -> tuple[str, str]:
         return str(request.method), str(request.url)
 
-    def timed_out(exc: BaseException) -> bool:
-        return isinstance(exc, requests.Timeout)
+    def classify(exc: BaseException) -> CallFailure | None:
+        if isinstance(exc, requests.Timeout):  # before ConnectionError: a connect timeout is both
+            return CallFailure.TIMEOUT
+        return CallFailure.CONNECTION if isinstance(exc, requests.ConnectionError) else None
 
     def status(response: requests.Response) -> int:
         return response.status_code
 
     adapter = requests.adapters.HTTPAdapter
-    _patch(adapter, "send", _wrap(adapter.send, describe, status, timed_out))
+    _patch(adapter, "send", _wrap(adapter.send, describe, status, classify))
 
 
 def _urllib3() -> None:
     import urllib3
     from urllib3.connectionpool import HTTPConnectionPool
-    from urllib3.exceptions import MaxRetryError, NewConnectionError
+    from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
     from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
     def describe(pool: HTTPConnectionPool, method: str, url: str, *_: Any, **__: Any) -> tuple[str, str]:
@@ -164,15 +180,17 @@ def _urllib3() -> None:
             url = f"{pool.scheme}://{pool.host}{port}{url}"
         return method, url
 
-    def timed_out(exc: BaseException) -> bool:
+    def classify(exc: BaseException) -> CallFailure | None:
         if isinstance(exc, MaxRetryError):
             exc = exc.reason or exc
-        return isinstance(exc, Urllib3Timeout) and not isinstance(exc, NewConnectionError)
+        if isinstance(exc, NewConnectionError | ProtocolError):  # a refused connect is a timeout's subclass
+            return CallFailure.CONNECTION
+        return CallFailure.TIMEOUT if isinstance(exc, Urllib3Timeout) else None
 
     def status(response: urllib3.BaseHTTPResponse) -> int:
         return response.status
 
-    _patch(HTTPConnectionPool, "urlopen", _wrap(HTTPConnectionPool.urlopen, describe, status, timed_out))
+    _patch(HTTPConnectionPool, "urlopen", _wrap(HTTPConnectionPool.urlopen, describe, status, classify))
 
 
 _LIBRARIES: dict[str, Callable[[], None]] = {"httpx": _httpx, "requests": _requests, "urllib3": _urllib3}

@@ -17,6 +17,7 @@ from typing import Any
 from redis import Redis
 
 from labcore import plan
+from labcore.answers import CallFailure
 from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit
@@ -28,6 +29,7 @@ from labcore.plan import Armed
 from labcore.prctl import die_with_parent
 from workers.batch import batch
 
+_DETAIL = 200  # characters of a failed call's error kept in its report
 # The name of the worker a process runs for (set by the zygote as it forks the worker).
 WORKER_ENV = "TESTBED_WORKER"
 
@@ -137,7 +139,15 @@ class Probe:
 
     def event(self, kind: EventKind, **data: Any) -> None:
         if self.watched:
-            self._bus.emit(Event(kind, self._cell, self._op, self._attempt, self._pid, self._worker, time.time(), data))
+            self._emit(kind, data)
+
+    def call_failed(self, failure: CallFailure, detail: str) -> None:
+        """A call of this attempt to the provider failed: reported whether the op is watched
+        or not, since the plan may have made it or not (the controller judges which)."""
+        self._emit(EventKind.CALL_FAILED, {"failure": failure.value, "detail": detail[:_DETAIL]})
+
+    def _emit(self, kind: EventKind, data: dict[str, Any]) -> None:
+        self._bus.emit(Event(kind, self._cell, self._op, self._attempt, self._pid, self._worker, time.time(), data))
 
 
 @dataclass(frozen=True, slots=True)

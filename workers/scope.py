@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from labcore.answers import CallFailure
 from labcore.boundaries import Boundary
 from labcore.scoped import EFFECT_METHODS
 
@@ -25,6 +26,7 @@ class Attempt:
     reach: Callable[[Boundary], None]  # blocks (and is killed) at an armed boundary
     timed_out: Callable[[], None]  # the attempt's effect call timed out
     answered: Callable[[str], None]  # the provider answered a call of this attempt
+    failed: Callable[[CallFailure, str], None]  # a call of this attempt failed (how, and its error)
     passed: set[Boundary] = field(default_factory=set)
     sent: bool = False  # the attempt's first effect call has been made
     timeout_reported: bool = False

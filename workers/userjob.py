@@ -67,7 +67,9 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), secret))
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
-    attempt = scope.Attempt(base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact)
+    attempt = scope.Attempt(
+        base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed
+    )
     # Held until the client gives up: if the instrumentation did not see it give up
     # (a client the lab does not instrument), the attempt's end says so.
     awaits_timeout = (

@@ -32,7 +32,9 @@ beyond a cap is cut from its worker's log. A user's job whose work-horse
 exits with 0 before RQ has recorded the job (`os._exit(0)` in the user's
 function) is an unexpected death, as a nonzero exit is: RQ would otherwise
 take the exit for a job done and leave the job started until its cell's
-timeout.
+timeout. A work-horse of the lab's jobs that died of a signal is reported on
+the run's bus (`horse-died`): the controller knows whether it killed it, and a
+death it did not plan (the OOM killer, a `kill -9` from outside) is the lab's.
 
 Nothing else differs from RQ's Worker: the jobs, their work-horses and RQ's
 bookkeeping are its own, and other jobs (raw RQ's, users') are forked as RQ
@@ -42,18 +44,25 @@ side of a comparison pays the shutdown stall.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
+from redis.exceptions import RedisError
 from rq.exceptions import DeserializationError
 from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
 from labcore import connections
+from labcore.bus import Bus
+from labcore.events import Event, EventKind
 from labcore.keys import RunKeys
 from workers import horses
+from workers.instrument import WORKER_ENV
 from workers.specs import HANDLER, USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
@@ -116,6 +125,8 @@ class Worker(RQWorker):
         horses.cap_output(self._logs)
         if left and function in (HANDLER, USER_JOB):
             self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
+        if status is not None and os.WIFSIGNALED(status) and function in (HANDLER, USER_JOB):
+            self._report_death(job, pid, os.WTERMSIG(status))
         if status == 0 and function == USER_JOB and self._still_mine(job):
             status = _DIED
         if self._keeps_connection:
@@ -123,6 +134,18 @@ class Worker(RQWorker):
 
             client.horse_ended(clean=status == 0)
         return status
+
+    def _report_death(self, job: Any, pid: int, signal: int) -> None:
+        """Before RQ records the job as failed: the run judges a cell once all its jobs have ended.
+        A Redis gone by now is a run ending (stopped, or failed and said so): nobody to tell."""
+        spec, op, _ = job.args
+        keys = RunKeys(spec["prefix"])
+        with contextlib.suppress(RedisError):
+            raw = self.connection.hget(keys.cell(spec["cell"]).attempts, op)
+            attempt = int(raw) if raw is not None else 0
+            worker = os.environ.get(WORKER_ENV, "")
+            died = Event(EventKind.HORSE_DIED, spec["cell"], op, attempt, pid, worker, time.time(), {"signal": signal})
+            Bus(self.connection, keys).emit(died)
 
     def _still_mine(self, job: Any) -> bool:
         """The job is still started by this worker: its work-horse exited without ending it.

@@ -103,3 +103,9 @@ class Row:
     @property
     def passed(self) -> bool:
         return not self.problems
+
+    @property
+    def withheld(self) -> bool:
+        """The cell saw what its plan did not make (`testbed.nemesis.unplanned`): what it
+        observed is the lab's failure as much as the job's, so it is not judged."""
+        return bool(self.anomalies)

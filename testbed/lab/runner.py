@@ -258,7 +258,7 @@ class CellRunner:
         if self.run_dir is not None:
             self.run_dir.record(cell_line(cell_id, ledger, cell))
             sink = functools.partial(_record_event, self.run_dir, cell_id)
-        self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink)
+        self.controller.begin(cell_id, ledger, running.plan, scenario, running.keys, sink, cell.faults)
         self._fill(running, scenario.declines_faulted_ops)
         return running
 

@@ -70,12 +70,26 @@ def execute(
     def work(stack: RunStack, run_dir: RunDir | None) -> Ran:
         print(
             f"testbed run {stack.run_id}: {len(options.cells)} cell(s), {options.ops} ops each,"
-            f" {stack.options.workers} workers",
+            f" {stack.options.workers} workers; {client_timeouts(options)}",
             file=sys.stderr,
         )
-        return run_cells(stack, options, judged, tick, run_dir)
+        return withheld(run_cells(stack, options, judged, tick, run_dir))
 
     return execute_on_stack(stack_options, work, store)
+
+
+def client_timeouts(options: RunOptions) -> str:
+    """The bounds a job's calls to the provider have, as a run's first line says them: where the
+    fault is the client's own timeout, --client-timeout; elsewhere the built-in strategies wait
+    as long as a hold may last, and a user's job keeps its own client's. A timeout the plan did
+    not make withholds its cell (exit 3): the line says which bound to raise."""
+    from labcore.bus import HOLD_TIMEOUT
+
+    said = f"client timeout {options.client_timeout:g} s where a fault is armed to time out (--client-timeout)"
+    said += f", {HOLD_TIMEOUT:.0f} s elsewhere"
+    if any(cell.handler is not None for cell in options.cells):
+        said += "; a user's job's client keeps its own timeout (raise it there)"
+    return said
 
 
 def execute_on_stack(
@@ -165,6 +179,17 @@ def run_cells(
         rows = [cells_runner.rows[i] for i in sorted(cells_runner.rows)]
         not_run = [c.label for i, c in enumerate(options.cells, 1) if i not in cells_runner.rows]
         return Ran(rows, str(exc), not_run)
+
+
+def withheld(ran: Ran) -> Ran:
+    """A cell that saw what its plan did not make has its verdict withheld, and the run
+    ends as the lab's failure (exit 3), naming the first cell and its first anomaly."""
+    cells = [row for row in ran.rows if row.withheld]
+    if ran.failure is not None or not cells:
+        return ran
+    first = cells[0]
+    said = f"{len(cells)} cell(s) withheld; {first.cell.label}: {first.anomalies[0]}"
+    return Ran(ran.rows, f"verdict withheld, the lab saw what the plan did not make: {said}", ran.not_run)
 
 
 def _kept(ran: Ran, stack: RunStack, run_dir: RunDir) -> Ran:

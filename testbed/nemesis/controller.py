@@ -6,21 +6,23 @@ host off from the provider and heal it (through its host), tell a holding
 provider what to do with the request once the rule's trigger came, change the
 world as the scenario says (`world`), and then *settle* the fault, which lets
 the op's next attempt begin. What it sees and does goes to the cell's
-observations (`testbed.judge.observer`).
+observations (`testbed.judge.observer`); what it sees that the plan did not
+make (a hit, a failed call, a work-horse's death: `unplanned`) is an anomaly.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from labcore.answers import CallFailure
 from labcore.boundaries import Boundary
 from labcore.bus import HOLD_TIMEOUT, Bus
 from labcore.events import Event, EventKind, Hit, Side
-from labcore.faults import RULES, Release, Settle, Trigger
-from labcore.ids import HitId, JobId
+from labcore.faults import RULES, Fault, Release, Settle, Trigger
+from labcore.ids import HitId, JobId, seq_of
 from labcore.keys import CellKeys
 from labcore.plan import Armed, Plan
 from testbed.errors import RunFailure
@@ -29,6 +31,7 @@ from testbed.judge.observer import CellObservations, Sink
 from testbed.nemesis.changes import ScenarioChanges
 from testbed.nemesis.kills import Killing
 from testbed.nemesis.recovery import Recover, Recovery
+from testbed.nemesis.unplanned import unplanned_call, unplanned_death
 
 # How often a wait on the provider checks that the stack's parts are alive.
 _WATCH_EVERY = 0.5
@@ -44,6 +47,8 @@ class _Cell:
     scenario: Scenario
     keys: CellKeys
     seen: CellObservations
+    faults: frozenset[Fault] = frozenset()
+    killed: set[tuple[str, int]] = field(default_factory=set)  # (op, pid) of every process it killed
     timeouts: dict[tuple[str, int], Hit] = field(default_factory=dict)  # waiting for the client to give up
     # Calls whose client gave up before the provider reached (and reported) their boundary:
     # on a busy machine the armed request can arrive there after the client timeout.
@@ -86,10 +91,18 @@ class Controller:
         self._cells: dict[str, _Cell] = {}
 
     def begin(
-        self, cell_id: str, ledger: str, plan: Plan, scenario: Scenario, keys: CellKeys, sink: Sink | None = None
+        self,
+        cell_id: str,
+        ledger: str,
+        plan: Plan,
+        scenario: Scenario,
+        keys: CellKeys,
+        sink: Sink | None = None,
+        faults: Iterable[Fault] = (),
     ) -> None:
+        """`faults`: the cell's, which say what else its planned faults may fail."""
         seen = CellObservations(self._history, sink)
-        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys, seen)
+        self._cells[cell_id] = _Cell(cell_id, ledger, plan, scenario, keys, seen, frozenset(faults))
 
     def kills(self, cell_id: str) -> int:
         return self._cells[cell_id].seen.kill_count
@@ -153,6 +166,7 @@ class Controller:
         if whole_worker and self._lost is not None:
             self._lost.before(cell.id, job)
         kill = self._killer.kill(hit.pid, whole_worker, hit.worker)
+        cell.killed.update((hit.op, pid) for pid in [*kill.victims, *kill.already_gone])
         for pid in kill.already_gone:
             cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
         cell.seen.note(
@@ -267,6 +281,9 @@ class Controller:
         cell = self._cells.get(event.cell)
         if cell is None:  # an event of a cell already judged carries nothing new
             return
+        if event.kind in (EventKind.CALL_FAILED, EventKind.HORSE_DIED):
+            self._unplanned(cell, event)
+            return
         cell.seen.event(event)
         if event.kind is EventKind.CALL_TIMEOUT:
             hit = cell.timeouts.pop((event.op, event.attempt), None)
@@ -279,6 +296,17 @@ class Controller:
             if late is not None and event.attempt > late.attempt:
                 del cell.late[event.op]
                 self._let_go(cell, late)
+
+    def _unplanned(self, cell: _Cell, event: Event) -> None:
+        """A failed call or a dead work-horse: an anomaly unless the plan made it."""
+        if event.kind is EventKind.HORSE_DIED:
+            text = unplanned_death(event.op, event.attempt, event.pid, int(event.data["signal"]), cell.killed)
+        else:
+            armed = cell.plan.armed(seq_of(event.op))
+            failure = CallFailure(event.data["failure"])
+            text = unplanned_call(event.op, event.attempt, armed, cell.faults, failure, str(event.data["detail"]))
+        if text is not None:
+            cell.seen.anomaly(text)
 
     def _cell_of(self, cell_id: str) -> _Cell:
         try:

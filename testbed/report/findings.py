@@ -82,6 +82,8 @@ def bad_outcome(row: ResultRow) -> list[str]:
 
 
 def _verdict(row: ResultRow, outcome: list[str]) -> str:
+    if row.withheld:
+        return "WITHHELD"
     if not row.passed:
         return "DIFFERS"
     if not outcome:
@@ -144,7 +146,8 @@ def listing(rows: Iterable[ResultRow], per_cell: int = 10) -> str:
         if found.passed:
             lines.append(f"{found.label}: {found.verdict}")
         else:
-            lines.append(f"DIFFERS  {found.label}: {'; '.join(found.problems) or found.outcome}")
+            word = "WITHHELD" if found.verdict == "WITHHELD" else "DIFFERS"
+            lines.append(f"{word}  {found.label}: {'; '.join(found.problems) or found.outcome}")
         lines += [f"    {op.text}" for op in found.ops[:per_cell]]
         if len(found.ops) > per_cell:
             lines.append(f"    ... {len(found.ops) - per_cell} more in the results file")
@@ -180,8 +183,9 @@ def summary(rows: Sequence[ResultRow]) -> list[str]:
     """One sentence per strategy or handler (per Celery delivery setting), in the order they ran:
     what it did to the work."""
     sentences = []
-    for key in dict.fromkeys(map(_subject, rows)):
-        mine = [r for r in rows if _subject(r) == key]
+    judged = [r for r in rows if not r.withheld]  # a withheld cell says nothing of its strategy
+    for key in dict.fromkeys(map(_subject, judged)):
+        mine = [r for r in judged if _subject(r) == key]
         delivery, strategy = key
         subject = f"{named(delivery)}: {strategy}" if delivery else strategy
         said = []
@@ -206,6 +210,10 @@ def summary(rows: Sequence[ResultRow]) -> list[str]:
             sentences.append(
                 f"{subject} lost and repeated no work, but no fault struck it ({_plural(len(mine), 'cell')})."
             )
+    if withheld := len(rows) - len(judged):
+        sentences.append(
+            f"{_plural(withheld, 'cell')} withheld, judged neither way: the lab saw what the plan did not make."
+        )
     return sentences
 
 

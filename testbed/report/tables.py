@@ -174,12 +174,16 @@ def tables(rows: Sequence[Row], ops_note: str) -> str:
     return "\n\n".join(tables + ([marks] if marks else []))
 
 
+_ANOMALIES_SHOWN = 3  # per cell as it is judged; results.json has them all
+
+
 def progress_line(index: int, total: int, row: Row) -> str:
     """A cell as it is judged, marked as its table cell will be."""
-    verdict = "as expected" if row.passed else "DIFFERS"
+    verdict = "WITHHELD" if row.withheld else "as expected" if row.passed else "DIFFERS"
     width = len(str(total))
     shown = cell_text(row).removesuffix(" !")
-    return f"[{index:>{width}}/{total}] {row.cell.label:<56} {shown:<16} {verdict:<11} {row.wall_seconds:5.2f} s"
+    line = f"[{index:>{width}}/{total}] {row.cell.label:<56} {shown:<16} {verdict:<11} {row.wall_seconds:5.2f} s"
+    return "\n".join([line, *(f"    anomaly: {text}" for text in row.anomalies[:_ANOMALIES_SHOWN])])
 
 
 LOAD_HEADER = ["strategy", "effects", "dup", "missing", "unresolved", "false-done", "kills", "attempts/s", "verdict"]

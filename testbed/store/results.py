@@ -36,7 +36,8 @@ from testbed.store.history import cell_fields
 from testbed.store.layout import RESULTS
 from workers.strategies import STRATEGIES
 
-Verdict = Literal["pass", "fail"]
+# A row's: withheld when the cell saw what its plan did not make (an anomaly: the lab's failure).
+Verdict = Literal["pass", "fail", "withheld"]
 # A run's: incomplete when a part of the lab failed (exit 3), whatever its judged cells say.
 RunVerdict = Literal["pass", "fail", "incomplete"]
 
@@ -154,9 +155,14 @@ class ResultRow(Record):
         default_factory=dict,
         description="The counts the cell must show, by name: the model's, or the user's (--expect).",
     )
-    verdict: Verdict
+    verdict: Verdict = Field(
+        description="pass, fail, or withheld: the cell saw what its plan did not make (a client timeout or a"
+        " failed call nobody armed, a work-horse dead with no kill of the plan), named in its differences;"
+        " the run then ends as the lab's failure (exit 3)."
+    )
     differences: list[str] = Field(
-        default_factory=list, description="Each way the cell differs from its expectation, or breaks a promise."
+        default_factory=list,
+        description="Each way the cell differs from its expectation, or breaks a promise; and each anomaly.",
     )
     held: list[HeldOp] = Field(default_factory=list)
     history: dict[str, list[StoredEvent]] | None = Field(
@@ -193,7 +199,11 @@ class ResultRow(Record):
 
     @property
     def passed(self) -> bool:
-        return self.verdict != "fail"
+        return self.verdict == "pass"
+
+    @property
+    def withheld(self) -> bool:
+        return self.verdict == "withheld"
 
     @property
     def label(self) -> str:
@@ -435,7 +445,7 @@ def row_json(row: Row) -> dict[str, Any]:
     out["wallSeconds"] = round(row.wall_seconds, 3)
     expected = row.expected
     out["expected"] = {camel(k): v for k, v in expected.counts.items() if k not in expected.inexact}
-    out["verdict"] = "pass" if row.passed else "fail"
+    out["verdict"] = "withheld" if row.withheld else "pass" if row.passed else "fail"
     out["differences"] = row.problems
     out["held"] = [{"op": h.op, "state": h.state, "reason": h.reason} for h in row.held]
     kept = {

@@ -1,9 +1,5 @@
 """The lab holds on a machine whose every core is busy: the article's cells all come out."""
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,19 +7,6 @@ import pytest
 from tests.support.helpers import assert_left_nothing, run_testbed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-@pytest.fixture
-def busy_cores() -> Iterator[int]:
-    """One busy-loop process per core, for as long as the test runs."""
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-        for _ in range(os.cpu_count() or 2)
-    ]
-    yield len(hogs)
-    for hog in hogs:
-        hog.kill()
-        hog.wait()
 
 
 def test_the_articles_cells_under_a_busy_loop_on_every_core(workdir: Path, busy_cores: int) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from testbed.report import reading
 from testbed.store import results as stored
+from testbed.store.formats import StoredEvent
 from tests.support.dom import Node
 
 BAD = ("duplicated", "missing", "held")
@@ -16,7 +17,9 @@ def label_of(row: dict[str, Any]) -> str:
 
 
 def faulted_ops(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    return {op: events for op, events in (row.get("history") or {}).items() if reading.faulted(events)}
+    history = row.get("history") or {}
+    typed = {op: [StoredEvent.model_validate(e) for e in events] for op, events in history.items()}
+    return {op: history[op] for op, events in typed.items() if reading.faulted(events)}
 
 
 def assert_cell_timeline(figure: Node, row: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 from typing import Any
 
 import httpx
+import psutil
 import requests
 
 import testbed
@@ -106,3 +107,44 @@ def breaks_on_first_run(op_id: str, payload: dict[str, Any]) -> str:
 
 
 NOT_A_FUNCTION = 42
+
+
+SHORT_TIMEOUT = 0.2  # a loaded CI runner's client timeout, as issue 58 met it
+
+
+def _the_runs_provider() -> psutil.Process:
+    """The provider process of the run this work-horse works for: a child of one of its ancestors."""
+    for ancestor in psutil.Process().parents():
+        for child in ancestor.children():
+            if child.cmdline()[1:3] == ["-m", "provider"]:
+                return child
+    raise RuntimeError("no provider among the work-horse's kin")
+
+
+def times_out_once(op_id: str, payload: dict[str, Any]) -> str:
+    """Sends with no key and a 0.2 s client timeout. The first attempt to create $PAUSE_ONCE
+    stops the run's provider (SIGSTOP) while it sends, so that its client times out whatever
+    the machine's load; the provider goes on once the client has given up."""
+    try:
+        os.close(os.open(os.environ["PAUSE_ONCE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return _send_unkeyed(payload)
+    provider = _the_runs_provider()
+    provider.suspend()
+    try:
+        return _send_unkeyed(payload)
+    finally:
+        provider.resume()
+
+
+def _send_unkeyed(payload: dict[str, Any]) -> str:
+    response = requests.post(_url(), json=payload, timeout=SHORT_TIMEOUT)
+    response.raise_for_status()
+    receipt: str = response.json()["id"]
+    return receipt
+
+
+def sleeps_then_sends(op_id: str, payload: dict[str, Any]) -> str:
+    """A second in its work-horse first: long enough for a test to find the horse and kill it."""
+    time.sleep(1.0)
+    return send_with_requests(op_id, payload)

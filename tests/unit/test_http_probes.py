@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 import threading
 import time
@@ -32,6 +33,9 @@ class _Provider(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if "/slow" in self.path:
             time.sleep(0.5)
+        if "/broken" in self.path:
+            self._answer(503, {"error": "the provider failed"})
+            return
         self._answer(201, {"id": "eff_1"})
 
     do_PUT = do_POST
@@ -69,6 +73,7 @@ def seen(server: str) -> Iterator[tuple[str, list[str]]]:
         reach=lambda b: events.append(b.value),
         timed_out=lambda: events.append("timed out"),
         answered=lambda status: events.append(f"answer {status}"),
+        failed=lambda failure, _: events.append(f"failed {failure}"),
     )
     with scope.running(attempt):
         yield attempt.base, events
@@ -127,7 +132,28 @@ def test_a_timed_out_effect_call_is_reported_at_once(seen: tuple[str, list[str]]
     base, events = seen
     with pytest.raises(TIMEOUTS[client]):
         CLIENTS[client]("POST", f"{base}/api/slow", 0.1)
-    assert events == ["before-request", "timed out"]
+    assert events == ["before-request", "timed out", "failed timeout"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_5xx_from_the_provider_is_a_failed_call(seen: tuple[str, list[str]], client: str) -> None:
+    base, events = seen
+    CLIENTS[client]("POST", f"{base}/api/broken", 2.0)
+    assert events == ["before-request", "answer 503", "failed status", "after-receipt"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_refused_connect_is_a_failed_call_not_a_timeout(client: str) -> None:
+    events: list[str] = []
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{unused.getsockname()[1]}/s/token"  # bound, not listening: refused
+        attempt = scope.Attempt(
+            base, lambda b: None, lambda: events.append("timed out"), lambda _: None, lambda f, _: events.append(f)
+        )
+        with scope.running(attempt), pytest.raises(Exception):  # noqa: B017  (each library's own)
+            CLIENTS[client]("POST", f"{base}/api/charges", 2.0)
+    assert events == ["connection"]
 
 
 def test_outside_an_attempt_nothing_is_observed(server: str) -> None:
