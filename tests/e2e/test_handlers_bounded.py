@@ -50,14 +50,17 @@ def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir: Path, pids: P
     assert_left_nothing(ran)
 
 
-def test_processes_a_handler_leaves_are_stopped_and_counted(workdir: Path, pids: Path) -> None:
-    args = ["--handler", "tests.support.userjobs:leaves_a_process", "-b", "none", "--ops", "6"]
+def test_processes_a_handler_leaves_are_stopped_and_counted_by_cell(workdir: Path, pids: Path) -> None:
+    leaves, sends = "tests.support.userjobs:leaves_a_process", "tests.support.userjobs:send_with_requests"
+    args = ["--handler", leaves, "--handler", sends, "-b", "none", "--ops", "6"]
     ran = run_testbed(args, workdir, timeout=120)
     assert ran.code == 0, ran.stderr
     left = len(list(pids.iterdir()))
     assert left == 12  # two per op
     assert alive(pids) == []
     assert ran.json["leftoverProcesses"] == left
+    # Each row its own: the one left in each work-horse's group (the other left it: the run's, at its end).
+    assert {row["strategy"]: row["leftoverProcesses"] for row in ran.json["rows"]} == {leaves: 6, sends: 0}
     assert f"the jobs left {left} process(es) running after their attempts: stopped" in ran.stderr
     assert_left_nothing(ran)
 
