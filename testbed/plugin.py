@@ -25,6 +25,10 @@ preload it, as `testbed chaos --handler`'s do:
         with started_lab(preload=["myapp.agent:send"]) as lab:
             yield lab
 
+Processes a job leaves running are stopped and counted as `testbed chaos` counts them: those
+left in a work-horse's process group in `rows.leftovers` (each row's own in `row.leftovers`),
+with a `LeftoverProcesses` warning; those that left the group as the lab stops, with another.
+
 On Celery (`pip install 'testbed[celery]'`), the same calls take the engine: the job under
 Celery's delivery settings, or a task of the user's own app under its own options:
 
