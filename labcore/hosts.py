@@ -94,6 +94,7 @@ class HostState:
     workers: dict[str, int] = field(default_factory=dict)  # worker name -> pid, live ones
     dead: list[str] = field(default_factory=list)  # workers that died without an order (named, with how)
     stopped: bool = False  # the host has stopped every worker of the run
+    swept: int = 0  # once stopped: the processes the run's jobs left there, found as its workers went
 
 
 class OrderKind:

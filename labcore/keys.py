@@ -71,7 +71,8 @@ class RunKeys:
 
     @property
     def leftovers(self) -> str:
-        """How many processes the run's work-horses left behind (stopped by their workers)."""
+        """How many processes the run's work-horses left behind (stopped by their workers), by
+        cell id (a hash): each cell's row says its own, the run the sum."""
         return f"{self.prefix}:leftovers"
 
     @property

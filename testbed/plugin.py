@@ -25,6 +25,10 @@ preload it, as `testbed chaos --handler`'s do:
         with started_lab(preload=["myapp.agent:send"]) as lab:
             yield lab
 
+Processes a job leaves running are stopped and counted as `testbed chaos` counts them: those
+left in a work-horse's process group in `rows.leftovers` (each row's own in `row.leftovers`),
+with a `LeftoverProcesses` warning; those that left the group as the lab stops, with another.
+
 On Celery (`pip install 'testbed[celery]'`), the same calls take the engine: the job under
 Celery's delivery settings, or a task of the user's own app under its own options:
 
@@ -82,12 +86,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--testbed-workers", type=int, default=4, help="RQ worker processes of the lab (default 4).")
 
 
-class Rows(list["Row"]):
-    """The rows of one `lab.run`, as `testbed chaos` prints them, with the promise checks."""
+class LeftoverProcesses(UserWarning):
+    """The jobs left processes running after their attempts (the lab stopped them), as
+    `testbed chaos` says on stderr; `-W error::testbed.plugin.LeftoverProcesses` fails the test."""
 
-    def __init__(self, rows: Iterable[Row], note: str = "") -> None:
+
+class Rows(list["Row"]):
+    """The rows of one `lab.run`, as `testbed chaos` prints them, with the promise checks;
+    `leftovers`: the processes its jobs left in their work-horses' groups (each row's own in
+    `row.leftovers`), stopped. Those that left their groups are found as the lab stops."""
+
+    def __init__(self, rows: Iterable[Row], note: str = "", leftovers: int = 0) -> None:
         super().__init__(rows)
         self.note = note
+        self.leftovers = leftovers
 
     def row(self, boundary: str = "none", fault: str = "kill", handler: str | None = None) -> Row:
         for row in self:
@@ -208,10 +220,16 @@ class Lab:
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 
-        ran = session.run_cells(self._on(prepared.stack), prepared.options, judged)
+        stack = self._on(prepared.stack)
+        ran = session.run_cells(stack, prepared.options, judged)
         if ran.failure is not None:
             raise RunFailure(ran.failure)
-        return Rows(ran.rows, run_caption(ops, every, retries))
+        stack.jobs_counted()  # the workers stay up: this run's end is when they have counted its jobs
+        left = session.count_leftovers(ran.rows, stack.leftovers_by_cell())
+        if left:
+            counted = ", ".join(f"{row.cell.label}: {row.leftovers}" for row in ran.rows if row.leftovers)
+            _warn_leftovers(f"{session.leftovers_said(left)} ({counted})")
+        return Rows(ran.rows, run_caption(ops, every, retries), left)
 
     def explore(
         self,
@@ -273,6 +291,14 @@ class Lab:
             raise AssertionError("\n".join(failure_lines(done, prepared)))
         return done
 
+    def stop(self) -> int:
+        """Every stack of the lab stopped: how many processes its jobs left outside their
+        work-horses' groups, found as the workers went."""
+        stacks = [self.stack, *self._engine_stacks.values()]
+        for stack in stacks:
+            stack.stop_services()
+        return sum(stack.swept() for stack in stacks)
+
     def _on(self, options: Any) -> Any:
         """The stack these options ask for: the lab's own (RQ's workers), or one with the
         workers of another engine and settings, started on first use (its workers preload
@@ -306,7 +332,17 @@ def started_lab(preload: Sequence[str] = (), paths: Sequence[str] = (), workers:
     userjobs.prepare(preload, paths)
     number = next(_labs)
     with session.started_stack(run_id, StackOptions(workers=workers)) as stack, contextlib.ExitStack() as engines:
-        yield Lab(stack, "" if number == 1 else f"l{number}", engines)
+        lab = Lab(stack, "" if number == 1 else f"l{number}", engines)
+        yield lab
+        swept = lab.stop()
+        if swept:
+            _warn_leftovers(f"{session.leftovers_said(swept)} (found as the lab stopped: they left their work-horses)")
+
+
+def _warn_leftovers(text: str) -> None:
+    import warnings
+
+    warnings.warn(LeftoverProcesses(text), stacklevel=3)
 
 
 @pytest.fixture(scope="session")

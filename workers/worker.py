@@ -27,7 +27,7 @@ worker's pool names redis-py and its version as the lab's other clients do
 (`labcore.connections`), and its work-horses' pools are copies of it.
 Each work-horse is bounded (`workers.horses`): once the worker has reaped it,
 the processes it left in its process group are stopped, and counted under the
-run's keys (a job of the lab's, whose spec names the run); what it wrote
+run's keys by cell (a job of the lab's, whose spec names the run and the cell); what it wrote
 beyond a cap is cut from its worker's log. A user's job whose work-horse
 exits with 0 before RQ has recorded the job (`os._exit(0)` in the user's
 function) is an unexpected death, as a nonzero exit is: RQ would otherwise
@@ -124,7 +124,8 @@ class Worker(RQWorker):
         left = horses.stop_group(pid)
         horses.cap_output(self._logs)
         if left and function in (HANDLER, USER_JOB):
-            self.connection.incrby(RunKeys(job.args[0]["prefix"]).leftovers, left)
+            spec = job.args[0]
+            self.connection.hincrby(RunKeys(spec["prefix"]).leftovers, spec["cell"], left)
         if status is not None and os.WIFSIGNALED(status) and function in (HANDLER, USER_JOB):
             self._report_death(job, pid, os.WTERMSIG(status))
         if status == 0 and function == USER_JOB and self._still_mine(job):

@@ -155,6 +155,11 @@ class Engine(Protocol):
         """The names of its workers that take jobs now."""
         ...
 
+    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+        """Those of these live workers still ending a job: their work-horses' leftovers may not
+        be counted yet (none where no worker counts them: a pool child outlives its job)."""
+        ...
+
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         """Where a run's jobs go (`retries`: the run's retries, where the queue keeps them)."""
         ...

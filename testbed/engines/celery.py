@@ -154,6 +154,9 @@ class Celery:
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         return {name.decode() for name in cast(set[bytes], redis.smembers(keys.ready_workers))}
 
+    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+        return set()  # its pool children live with their worker: what they left is found at the run's end
+
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         return CeleryJobs(redis, url, keys.prefix)
 

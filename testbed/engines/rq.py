@@ -79,6 +79,18 @@ class RQ:
 
         return {w.name for w in Worker.all(connection=redis)}
 
+    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+        from rq import Worker
+        from rq.worker import WorkerStatus
+
+        # A worker is busy from its job's dequeue until its work-horse is reaped and what it left
+        # counted (`workers.worker`): RQ sets it idle only then.
+        with redis.pipeline(transaction=False) as pipe:
+            for name in workers:
+                pipe.hget(Worker.redis_worker_namespace_prefix + name, "state")
+            states = pipe.execute()
+        return {name for name, state in zip(workers, states, strict=True) if state == WorkerStatus.BUSY.value.encode()}
+
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         return RQJobs(redis, retries)
 

@@ -170,7 +170,8 @@ class HostDaemon:
         served.supervisor.close()
         shutil.rmtree(served.workdir, ignore_errors=True)
         with contextlib.suppress(redis_lib.RedisError):
-            self._redis.set(served.keys.state(self.name), proto.encode(HostState(stopped=True)), ex=_STATE_TTL)
+            stopped = HostState(stopped=True, swept=served.supervisor.swept)  # counted by the run (HostStack)
+            self._redis.set(served.keys.state(self.name), proto.encode(stopped), ex=_STATE_TTL)
         print(f"testbed host {self.name}: stopped the workers of {prefix}", file=sys.stderr, flush=True)
 
     def _publish(self, served: _Served) -> None:

@@ -275,6 +275,16 @@ class HostStack(RunStack):
             if not self.provider.healthy():
                 raise PartDied(f"the provider at {self.provider.url} stopped answering /health")
 
+    def _live_workers(self) -> list[str]:
+        return [w.name for w in self.pool.workers.values() if not w.killed]
+
+    def swept(self) -> int:
+        """What each host found of the run's jobs as it stopped their workers (a host gone says nothing)."""
+        try:
+            return sum(s.swept for s in self.pool.states().values() if s is not None)
+        except redis_lib.RedisError:  # the run lost its Redis: said elsewhere
+            return 0
+
     def stop_services(self) -> None:
         """Withdraw the request and wait until every host has stopped the run's workers."""
         with contextlib.suppress(redis_lib.RedisError):

@@ -10,10 +10,11 @@ import contextlib
 import shutil
 import signal
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self, cast
 
 from labcore.bus import Bus
 from labcore.credentials import redacted
@@ -31,6 +32,10 @@ from testbed.infra.supervisor import Supervisor
 
 if TYPE_CHECKING:
     import redis as redis_lib
+
+# How long the end of a run's cells waits for its workers to count what their last work-horses
+# left: a worker does it in milliseconds once its work-horse has exited.
+COUNTED_WITHIN = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,18 +145,39 @@ class RunStack(ABC):
 
     def leftover_processes(self) -> int:
         """How many processes the run's jobs left running after their work-horses ended, all
-        stopped: counted by the workers as each work-horse ended, and found where the workers
-        ran once they were gone. Asked once the services are stopped."""
+        stopped: counted by the workers as each work-horse ended (`leftovers_by_cell`), and
+        found where the workers ran, on every host, once they were gone. Asked once the
+        services are stopped."""
+        return sum(self.leftovers_by_cell().values()) + self.swept()
+
+    def leftovers_by_cell(self) -> dict[str, int]:
+        """What the work-horses of each cell (by id) left in their process groups, counted by
+        their workers as each ended: whole once no worker is still ending a job (`jobs_counted`)."""
         import redis as redis_lib
 
         try:
-            counted = int(self.redis.get(self.keys.leftovers) or 0)
+            counted = cast("dict[bytes, bytes]", self.redis.hgetall(self.keys.leftovers))
         except redis_lib.RedisError:  # the run lost its Redis: said elsewhere
-            counted = 0
-        return counted + self._swept()
+            return {}
+        return {cell.decode(): int(count) for cell, count in counted.items()}
 
-    def _swept(self) -> int:
-        """Processes of the run's jobs found, and stopped, once the workers were stopped."""
+    def jobs_counted(self, within: float = COUNTED_WITHIN) -> None:
+        """Once every job of the cells run is over: until no live worker is still ending one.
+        A cell is judged as its last job ends, a moment before that job's work-horse has
+        exited and its worker has counted what it left; a worker still ending one after
+        `within` (a work-horse that hangs after its job) is left to the run's end."""
+        deadline = time.monotonic() + within
+        engine = self.options.engine
+        while engine.ending(self.redis, self._live_workers()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _live_workers(self) -> list[str]:
+        """The names of the run's workers that were not killed."""
+        return []
+
+    def swept(self) -> int:
+        """Processes of the run's jobs found, and stopped, once the workers were stopped: those
+        that left their work-horses' groups (a daemon), or that no worker lived to count."""
         return 0
 
     def _close(self) -> None:
@@ -248,7 +274,10 @@ class Stack(RunStack):
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
 
-    def _swept(self) -> int:
+    def _live_workers(self) -> list[str]:
+        return [w.name for w in self.supervisor.workers.values() if not w.killed]
+
+    def swept(self) -> int:
         return self.supervisor.swept
 
 

@@ -86,6 +86,9 @@ class Row:
     cell_id: str | None = None  # the row's cell in the run (its cell line in history.jsonl)
     series: list[dict[str, float]] | None = None  # a load row's samples over time
     op_differences: list[Any] = field(default_factory=list)  # verdict.OpMismatch, when the row differs
+    # Processes its work-horses left in their groups, stopped: counted by their workers after
+    # each ended, so set once they all have (the run's end), not as the cell is judged.
+    leftovers: int = 0
 
     @property
     def observed(self) -> dict[str, int]:

@@ -108,6 +108,7 @@ def execute_on_stack(
             if run_dir is not None:
                 ran = _kept(ran, stack, run_dir)
             stack.stop_services()  # if `_kept` has not: what the jobs left is all counted once the workers are gone
+            count_leftovers(ran.rows, stack.leftovers_by_cell())
             leftovers = stack.leftover_processes()
             if stack_options.keep:
                 print(f"kept {stack.workdir}", file=sys.stderr)
@@ -117,8 +118,21 @@ def execute_on_stack(
         raise Interrupted from None
     wall = time.time() - started
     if leftovers:
-        print(f"testbed: the jobs left {leftovers} process(es) running after their attempts: stopped", file=sys.stderr)
+        print(f"testbed: {leftovers_said(leftovers)}", file=sys.stderr)
     return Session(run_id, ran.rows, started, wall, versions, ran.failure, ran.not_run, run_dir, leftovers)
+
+
+def count_leftovers(rows: list[Row], by_cell: dict[str, int]) -> int:
+    """Each row given what its cell's work-horses left (`RunStack.leftovers_by_cell`, read once
+    the workers have counted it all: the count of a cell's last job lands after the cell was
+    judged); the rows' sum."""
+    for row in rows:
+        row.leftovers = by_cell.get(row.cell_id or "", 0)
+    return sum(row.leftovers for row in rows)
+
+
+def leftovers_said(count: int) -> str:
+    return f"the jobs left {count} process(es) running after their attempts: stopped"
 
 
 @contextlib.contextmanager

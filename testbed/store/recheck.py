@@ -70,7 +70,9 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
                 promise=options.promise or "exactly-once",
             )
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
-            rows.append(judge(judgement, observed, seen[cell_id], stored.workers, stored.wall_seconds))
+            row = judge(judgement, observed, seen[cell_id], stored.workers, stored.wall_seconds)
+            row.leftovers = stored.leftover_processes  # counted by the workers, not judged
+            rows.append(row)
         return rows
 
 

@@ -149,6 +149,11 @@ class ResultRow(Record):
     withdrawn_effects: int = 0
     jobs_failed: int = Field(0, description="Jobs RQ gave up on.")
     replays: int = Field(0, description="Attempts after an operation's first.")
+    leftover_processes: int = Field(
+        0,
+        description="Processes the cell's jobs left in their work-horses' process groups, stopped by their"
+        " workers as each work-horse ended (those that left the group are the run's, found at its end).",
+    )
     replay_latency_ms: LatencyStats | None = None
     wall_seconds: float
     expected: dict[str, int] = Field(
@@ -402,7 +407,8 @@ class Results(Record):
     leftover_processes: int = Field(
         0,
         description="Processes the jobs started and left running after their work-horses ended,"
-        " all stopped by the lab: at each attempt's end, or at the run's.",
+        " all stopped by the lab: at each attempt's end (the rows' leftoverProcesses), or at the run's,"
+        " where the workers ran (this machine, or each worker host).",
     )
     rows: list[ResultRow]
     explore: ExploreSummary | None = Field(
@@ -441,6 +447,7 @@ def row_json(row: Row) -> dict[str, Any]:
     }
     for name in COUNT_FIELDS:
         out.setdefault(camel(name), getattr(c, name))
+    out["leftoverProcesses"] = row.leftovers
     out["replayLatencyMs"] = row.replay_latency_ms
     out["wallSeconds"] = round(row.wall_seconds, 3)
     expected = row.expected

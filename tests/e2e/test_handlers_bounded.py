@@ -9,10 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.support.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, left_alive, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -26,19 +25,6 @@ def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return where
 
 
-def alive(pids: Path) -> list[int]:
-    """The handlers' leftovers still running: a pid that is a `sleep 600` now."""
-    running = []
-    for entry in pids.iterdir():
-        try:
-            process = psutil.Process(int(entry.name))
-            if process.cmdline() == ["sleep", "600"] and process.status() != psutil.STATUS_ZOMBIE:
-                running.append(process.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return running
-
-
 def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir: Path, pids: Path) -> None:
     args = ["--handler", "tests.support.loops_at_import:send", "--import-timeout", "2", "-b", "none", "--ops", "2"]
     ran = run_testbed(args, workdir, timeout=60)
@@ -46,18 +32,21 @@ def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir: Path, pids: P
     assert ran.stderr.strip().splitlines() == [
         "testbed: error: importing tests.support.loops_at_import:send took longer than 2 s (--import-timeout)"
     ]
-    assert len(list(pids.iterdir())) == 1 and alive(pids) == []
+    assert len(list(pids.iterdir())) == 1 and left_alive(pids) == []
     assert_left_nothing(ran)
 
 
-def test_processes_a_handler_leaves_are_stopped_and_counted(workdir: Path, pids: Path) -> None:
-    args = ["--handler", "tests.support.userjobs:leaves_a_process", "-b", "none", "--ops", "6"]
+def test_processes_a_handler_leaves_are_stopped_and_counted_by_cell(workdir: Path, pids: Path) -> None:
+    leaves, sends = "tests.support.userjobs:leaves_a_process", "tests.support.userjobs:send_with_requests"
+    args = ["--handler", leaves, "--handler", sends, "-b", "none", "--ops", "6"]
     ran = run_testbed(args, workdir, timeout=120)
     assert ran.code == 0, ran.stderr
     left = len(list(pids.iterdir()))
     assert left == 12  # two per op
-    assert alive(pids) == []
+    assert left_alive(pids) == []
     assert ran.json["leftoverProcesses"] == left
+    # Each row its own: the one left in each work-horse's group (the other left it: the run's, at its end).
+    assert {row["strategy"]: row["leftoverProcesses"] for row in ran.json["rows"]} == {leaves: 6, sends: 0}
     assert f"the jobs left {left} process(es) running after their attempts: stopped" in ran.stderr
     assert_left_nothing(ran)
 

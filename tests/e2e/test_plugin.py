@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import descendants, still_running
+from tests.support.helpers import descendants, left_alive, still_running
 
 pytestmark = pytest.mark.e2e
 
@@ -70,3 +70,24 @@ def test_a_users_test_of_their_own_job(tmp_path: Path) -> None:
     assert "myjob:send  20 / 0         22 / 0 !" in out  # the run's table, under the failure
     assert "plugin.py" not in out  # the failure points at the user's test, not at the plugin
     assert len(seen) >= 4 and still_running(seen) == []
+
+
+def test_the_plugin_reports_the_processes_a_job_leaves(tmp_path: Path) -> None:
+    """What the job leaves in its work-horse's group is its run's and its row's, once the workers
+    have counted it; what leaves the group is found, and said, as the lab stops."""
+    from testbed.plugin import LeftoverProcesses, started_lab
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = "tests.support.userjobs:leaves_a_process"
+    with pytest.warns(LeftoverProcesses) as warned:
+        with started_lab(paths=[str(ROOT)], workers=2) as lab:
+            rows = lab.run(job, boundaries=["none"], ops=4, env={"LEFTOVER_PIDS": str(pids)}, paths=[str(ROOT)])
+            assert (rows.leftovers, rows.row().leftovers) == (4, 4)  # one per op in its group
+            assert len(list(pids.iterdir())) == 8
+        assert left_alive(pids) == []
+    assert [str(w.message) for w in warned] == [
+        f"the jobs left 4 process(es) running after their attempts: stopped ({job} @ none: 4)",
+        "the jobs left 4 process(es) running after their attempts: stopped"
+        " (found as the lab stopped: they left their work-horses)",
+    ]

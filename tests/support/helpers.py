@@ -208,3 +208,17 @@ def horse(work: Callable[[], None]) -> int:
         finally:
             os._exit(code)
     return os.waitpid(pid, 0)[1]
+
+
+def left_alive(pids: Path) -> list[int]:
+    """The handlers' leftovers still running (each pid a file in `pids`, as
+    tests.support.userjobs:leaves_a_process writes them): a pid that is a `sleep 600` now."""
+    running = []
+    for entry in pids.iterdir():
+        try:
+            process = psutil.Process(int(entry.name))
+            if process.cmdline() == ["sleep", "600"] and process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running

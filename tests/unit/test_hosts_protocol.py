@@ -15,6 +15,7 @@ def test_messages_round_trip() -> None:
     for message in (
         RunRequest("testbed:x", "testbed:x:rq", "ops", "http://p:8080", ["a1", "a2"], 20, 5, 5),
         HostState({"a1.w1": 10}, ["a1.w2: died"], False),
+        HostState(stopped=True, swept=3),
         Order(proto.new_order_id(), OrderKind.KILL, "a1.w1", 1234, True),
         OrderReply("o1", True, victims=[10, 11], at=1.5, confirmed_ms=2.0),
     ):
@@ -25,6 +26,23 @@ def test_messages_round_trip() -> None:
 def test_a_message_that_is_not_one_is_refused(raw: str) -> None:
     with pytest.raises(ValueError):
         proto.decode(Order, raw)
+
+
+def test_a_run_on_hosts_counts_what_each_host_swept_as_it_stopped_the_runs_workers() -> None:
+    """A host's stopped state says what it found of the run's jobs (one that says nothing, an older
+    host's, found none); a host gone, its state with it, says nothing."""
+    from testbed.infra.hosts import HostStack
+
+    older = proto.decode(HostState, '{"workers": {}, "dead": [], "stopped": true}')
+    states = {"a1": HostState(stopped=True, swept=2), "a2": older, "a3": None, "a4": HostState(stopped=True, swept=5)}
+
+    class Pool:
+        def states(self) -> dict[str, HostState | None]:
+            return states
+
+    stack = HostStack.__new__(HostStack)  # its parts are the hosts': only their states are read here
+    stack.pool = Pool()  # type: ignore[assignment]
+    assert stack.swept() == 7
 
 
 def test_live_keys_name_their_host() -> None:

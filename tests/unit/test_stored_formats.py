@@ -143,10 +143,12 @@ def test_an_older_run_without_the_later_fields_still_reads() -> None:
     old = document()
     del old["command"]
     for row in old["rows"]:
-        for name in ("cell", "lookups", "faults", "withdrawnEffects", "jobsFailed", "history", "opDifferences"):
+        later = ("cell", "lookups", "faults", "withdrawnEffects", "jobsFailed", "history", "opDifferences")
+        for name in (*later, "leftoverProcesses"):
             row.pop(name, None)
     read = results.parse(old)
     assert read.command is None and read.rows[0].cell is None and read.rows[0].lookups == 0
+    assert read.rows[0].leftover_processes == 0
 
 
 def test_history_lines_as_the_run_writes_them_read_back() -> None:
