@@ -92,9 +92,7 @@ def parse_rule(text: str) -> Rule:
     method, _, path = text.partition(" ")
     if _METHOD.fullmatch(method) and (not path or path.strip().startswith("/")):
         return Rule(method=method, path=path.strip() or None)
-    raise BadDestination(
-        f"effect rule {text!r} must be a METHOD [/path*], a 'Header: value' or a field=value"
-    )
+    raise BadDestination(f"effect rule {text!r} must be a METHOD [/path*], a 'Header: value' or a field=value")
 
 
 @dataclass(frozen=True, slots=True)

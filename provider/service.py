@@ -30,11 +30,11 @@ from urllib.parse import unquote
 from labcore.answers import RETRY_AFTER, UNPROCESSED
 from labcore.boundaries import Boundary
 from labcore.credentials import matches
+from labcore.destination import Destination
 from labcore.events import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
-from labcore.destination import Destination
 from labcore.scoped import DESTINATION_ROOT, ROOT, BadScope
 from provider import commands, forward
 from provider.gate import Gate
@@ -73,8 +73,9 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class HeldSend:
-    """An armed send, admitted and claimed: `run`, in a thread (it blocks at the hit's
-    boundaries), makes its answer; `done` once that answer is written."""
+    """An armed send, admitted and claimed, or a request forwarded to a destination: `run`, in a
+    thread (it blocks at the hit's boundaries, or on the destination), makes its answer; `done`
+    once that answer is written."""
 
     run: Callable[[], Response | forward.Passed]
     done: Callable[[], None]

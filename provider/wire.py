@@ -97,6 +97,7 @@ SCOPE_BODY: Object[str] = Object(
     lambda fields: fields["secret"],
 )
 
+
 def _destination(fields: dict[str, Any]) -> Destination:
     try:
         return Destination(parse_url(fields["url"]), Effects.parse(fields["effects"]))

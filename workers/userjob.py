@@ -29,7 +29,16 @@ from typing import Any
 from labcore.boundaries import Boundary
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
-from labcore.scoped import DESTINATION_ENV, DESTINATION_ROOT, PROVIDER_ENV, Scope, base_url, ledger_secret, sign, user_op_id
+from labcore.scoped import (
+    DESTINATION_ENV,
+    DESTINATION_ROOT,
+    PROVIDER_ENV,
+    Scope,
+    base_url,
+    ledger_secret,
+    sign,
+    user_op_id,
+)
 from workers import client, http_probes, scope, specs
 from workers.flow import Outcome, Result
 from workers.instrument import Job, open_attempt, rq_job

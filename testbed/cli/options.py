@@ -19,9 +19,9 @@ from typer import Option
 from labcore.boundaries import ORDER
 from labcore.delivery import askable
 from labcore.faults import Fault
+from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.infra.stack import PRIVATE_FLAG
-from testbed.errors import UsageError
 from testbed.lab.destination import EVIDENCE_TIMEOUT
 from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES

@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
+from labcore.destination import Destination
 from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
-from labcore.destination import Destination
 from labcore.scoped import ledger_secret
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError, UsageError
