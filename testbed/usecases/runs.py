@@ -82,8 +82,6 @@ class RunRequest:
 
     def prepare(self, stack: StackOptions) -> PreparedRun:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
-        if self.jobs.destination is not None:  # its input first: before any process starts
-            self.jobs.destination.check(self.jobs.handlers)
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
