@@ -25,6 +25,10 @@ from dataclasses import dataclass
 # The environment variable a user's job finds its base URL in.
 PROVIDER_ENV = "TESTBED_PROVIDER_URL"
 ROOT = "/s"
+# The same attempt's base URL for a real destination behind the lab (labcore.destination):
+# what is sent under it is forwarded there, attributed by the same token.
+DESTINATION_ENV = "TESTBED_DESTINATION_URL"
+DESTINATION_ROOT = "/d"
 # What the provider takes as an effect, under `{base}/api/`.
 EFFECT_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _MAC_BYTES = 16
@@ -84,8 +88,8 @@ def verify(token: str, secret: str) -> Scope:
     return scope
 
 
-def base_url(provider: str, token: str) -> str:
-    return f"{provider.rstrip('/')}{ROOT}/{token}"
+def base_url(provider: str, token: str, root: str = ROOT) -> str:
+    return f"{provider.rstrip('/')}{root}/{token}"
 
 
 def user_op_id(ledger: str, reference: str) -> str:

@@ -8,9 +8,11 @@ Plain (not frozen) dataclasses: one is made for every request, and a frozen one'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labcore.destination import Destination
 from labcore.events import Hit
 from provider.contract import Contract
 
@@ -78,6 +80,12 @@ class PutScope:
 
 
 @dataclass(slots=True)
+class PutDestination:
+    ledger: str
+    destination: Destination
+
+
+@dataclass(slots=True)
 class AuditLedger:
     ledger: str
     references: list[str]
@@ -107,6 +115,18 @@ class ScopedList:
     token: str
 
 
+@dataclass(slots=True)
+class Forward:
+    """A user's job's request to its real destination, on its scoped base URL there: passed on whole."""
+
+    method: str
+    token: str
+    path: str  # after the token, as sent (percent-encoded)
+    query: str
+    headers: Mapping[bytes, bytes]
+    body: bytes
+
+
 Command = (
     CheckHealth
     | GetDocument
@@ -122,4 +142,6 @@ Command = (
     | ScopedSend
     | ScopedLookUp
     | ScopedList
+    | PutDestination
+    | Forward
 )

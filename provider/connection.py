@@ -44,6 +44,7 @@ from typing import cast
 import httptools
 
 from labcore.answers import REPLAYED
+from provider.forward import Passed
 from provider.limits import (
     BACKLOG,
     FILES_RESERVE,
@@ -402,18 +403,24 @@ class Connection(asyncio.Protocol):
         method = self._parser.get_method().decode("ascii")
         return Request(method, text, query.decode("latin-1") if query else "", self._headers, self._body, oversized)
 
-    def _answer(self, response: Response, request: Request) -> None:
-        keep_alive = self._keep_alive and not response.close and not self._closing
+    def _answer(self, response: Response | Passed, request: Request) -> None:
+        # A destination's answer is given back as it gave it; the connection stays as the job's asks.
+        close = isinstance(response, Response) and response.close
+        keep_alive = self._keep_alive and not close and not self._closing
         transport = self._transport
         if not transport.is_closing():  # else its client went away, or it was closed after an earlier answer
-            transport.write(_encode(response, self._connections.date, keep_alive, request.method == "HEAD"))
+            head_only = request.method == "HEAD"
+            if isinstance(response, Passed):
+                transport.write(response.encode(keep_alive, head_only))
+            else:
+                transport.write(_encode(response, self._connections.date, keep_alive, head_only))
         self._busy = False  # only now: a SIGTERM in between would find a request in progress
         self._idle_since = self._connections.ticks
         access = self._connections.access
         if access is not None:
-            status = HTTPStatus(response.status)
+            phrase = response.reason if isinstance(response, Passed) else HTTPStatus(response.status).phrase
             line = f"{request.method} {self._url.decode('latin-1')} HTTP/{self._parser.get_http_version()}"
-            access.info('%s - "%s" %d %s', self._client, line, status, status.phrase)
+            access.info('%s - "%s" %d %s', self._client, line, response.status, phrase)
         if not keep_alive:
             self.close()
 
@@ -431,6 +438,7 @@ class Connection(asyncio.Protocol):
         loop = self._connections.loop
 
         def run() -> None:
+            response: Response | Passed
             try:
                 response = held.run()
             except Exception as exc:
@@ -441,7 +449,7 @@ class Connection(asyncio.Protocol):
 
         threading.Thread(target=run, name="armed send", daemon=True).start()
 
-    def _held_answered(self, response: Response, held: HeldSend, request: Request) -> None:
+    def _held_answered(self, response: Response | Passed, held: HeldSend, request: Request) -> None:
         self._holding = False
         try:
             if self._closed():  # its client went away meanwhile, or the server closed the connection

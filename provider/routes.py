@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from labcore.answers import REPLAYED, RETRY_AFTER
-from labcore.scoped import EFFECT_METHODS, ROOT
+from labcore.scoped import DESTINATION_ROOT, EFFECT_METHODS, ROOT
 from provider import commands, wire
 from provider.shapes import Integer, Invalid, Object, Shape, Text, TextShape
 
@@ -75,6 +75,7 @@ class Operation:
     params: tuple[Param, ...] = ()
     body: Object[Any] | None = None  # a JSON body of this shape, required
     raw_body: bool = False  # the body as it came: the command reads it
+    passed: bool = False  # the query, the headers and the body as they came: the command passes them on
     answers: Mapping[int, Documented] = field(default_factory=dict)
     named: tuple[Param, ...] = field(init=False, repr=False, compare=False)  # the query's and the headers'
 
@@ -170,6 +171,8 @@ def read(
             wrong.append(BODY)
     elif operation.raw_body:
         args.append(body)
+    elif operation.passed:
+        args += [query, headers, body]
     return wrong if wrong else operation.command(*args)
 
 
@@ -229,6 +232,31 @@ def _scoped_sends() -> tuple[Operation, ...]:
             answers={**_SENT, **_BAD_SCOPE, 415: Documented("a body that is not JSON", _ERROR)},
         )
         for method in sorted(EFFECT_METHODS)
+    )
+
+
+# What a job may send to its destination through the lab: every method a client's SDK uses.
+FORWARDED_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _forwards() -> tuple[Operation, ...]:
+    return tuple(
+        Operation(
+            method,
+            f"forward_{method.lower()}",
+            "A request of the scope's op to the ledger's destination, passed on whole; its answer, as given",
+            functools.partial(commands.Forward, method),
+            (TOKEN, Param("path", Source.PATH, Text(), required=True, description="any path, as sent")),
+            passed=True,
+            answers={
+                200: Documented("the destination's answer, whatever its status"),
+                **_BAD_SCOPE,
+                404: Documented("no destination for the scope's ledger", _ERROR),
+                502: Documented("the destination could not be reached", _ERROR),
+                503: Documented("an armed request the lab abandoned (chaos runs only)", _ERROR, (RETRY_AFTER,)),
+            },
+        )
+        for method in FORWARDED_METHODS
     )
 
 
@@ -375,6 +403,20 @@ ROUTES = Routes(
             ),
         ),
         Resource(
+            "/ledgers/{ledger}/destination",
+            (
+                Operation(
+                    "PUT",
+                    "put_destination",
+                    "The real destination the ledger's users' jobs reach through the lab, and its effects",
+                    commands.PutDestination,
+                    (LEDGER,),
+                    wire.DESTINATION_BODY,
+                    answers={200: Documented("set", (wire.DESTINATION,)), **_UNKNOWN_LEDGER},
+                ),
+            ),
+        ),
+        Resource(
             "/ledgers/{ledger}/audit",
             (
                 Operation(
@@ -441,6 +483,12 @@ ROUTES = Routes(
                     answers={200: Documented("the effects listed", (wire.SCOPED_LISTING,)), **_BAD_SCOPE},
                 ),
             ),
+            gated=True,
+            open=True,
+        ),
+        Resource(
+            DESTINATION_ROOT + "/{token}/{path:path}",
+            _forwards(),
             gated=True,
             open=True,
         ),

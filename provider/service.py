@@ -28,26 +28,28 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from http import HTTPStatus
 from typing import Any, assert_never
 from urllib.parse import unquote
 
 from labcore.answers import RETRY_AFTER, UNPROCESSED
 from labcore.boundaries import Boundary
 from labcore.credentials import matches
+from labcore.destination import Destination
 from labcore.events import Hit
 from labcore.faults import Release
 from labcore.payloads import fingerprint
 from labcore.receipts import receipt
-from labcore.scoped import ROOT, BadScope
-from provider import commands
+from labcore.scoped import DESTINATION_ROOT, ROOT, BadScope
+from provider import commands, forward
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.ledger import Answer, SendTicket
 from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.routes import ROUTES, Resource, read
 from provider.scopes import Scopes
-from provider.store import LogReader, Store, UnknownLedger
+from provider.store import Forwarded, LogReader, Store, UnknownLedger
 from provider.wire import MAX_BODY
 
 Headers = Mapping[bytes, bytes]  # names in lower case; of a repeated header, the first
@@ -77,10 +79,11 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class HeldSend:
-    """An armed send, admitted and claimed: `run`, in a thread (it blocks at the hit's
-    boundaries), makes its answer; `done` once that answer is written."""
+    """An armed send, admitted and claimed, or a request forwarded to a destination: `run`, in a
+    thread (it blocks at the hit's boundaries, or on the destination), makes its answer; `done`
+    once that answer is written."""
 
-    run: Callable[[], Response]
+    run: Callable[[], Response | forward.Passed]
     done: Callable[[], None]
 
 
@@ -101,6 +104,7 @@ UNAUTHORIZED = Response(
 )
 TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY} bytes"}, close=True)
 NOT_FOUND = Response(404, {"error": "not found"})
+NO_DESTINATION = Response(404, {"error": "no destination for this ledger"})
 UNKNOWN_LEDGER = Response(404, {"error": "unknown ledger"})
 NOT_JSON = Response(415, {"error": "an effect's body must be JSON"})
 NO_LOOKUP = Response(501, {"error": "this provider offers no lookup by reference"})
@@ -111,6 +115,7 @@ TURNED_AWAY = Response(
     headers=((RETRY_AFTER.encode(), b"1"),),
 )
 _SCOPED = f"{ROOT}/"  # under it, a path needs no bearer token, matched or not
+_FORWARDED = f"{DESTINATION_ROOT}/"  # nor under it: a job's requests to its destination, matched as sent
 
 
 class Failures:
@@ -158,6 +163,7 @@ class Service:
         self._gate = gate
         self._token = token
         self._scopes = Scopes(store)
+        self._destinations: dict[str, Destination | None] = {}  # by ledger, read through from the store
         self._reader: LogReader | None = None  # the audit's view of the log, opened by the first audit
         self.failures = Failures()
         self._document: dict[str, Any] | None = None
@@ -168,10 +174,14 @@ class Service:
         self._store.close()
 
     def handle(self, request: Request) -> Response | HeldSend:
+        # A request for a destination goes on as it came: its path is matched undecoded, and the
+        # base URL itself (an SDK's endpoint, as given it) is its destination's root.
         path = _decoded(request.path)
+        if request.path.startswith(_FORWARDED):
+            path = request.path if request.path.count("/") > 2 else f"{request.path}/"
         found = ROUTES.match(path)
         if found is None:
-            return self._refused(request, path.startswith(_SCOPED)) or NOT_FOUND
+            return self._refused(request, path.startswith((_SCOPED, _FORWARDED))) or NOT_FOUND
         resource, values = found
         if not resource.gated:
             return self._answer(resource, values, request)
@@ -198,7 +208,7 @@ class Service:
         Only the open routes under the scoped root take a body without the token."""
         if self._authorized(request):
             return True
-        return _decoded(request.path).startswith(_SCOPED)
+        return request.path.startswith(_FORWARDED) or _decoded(request.path).startswith(_SCOPED)
 
     def _authorized(self, request: Request) -> bool:
         if self._token is None:
@@ -296,6 +306,12 @@ class Service:
 
                     self._document = document(protected=self._token is not None)
                 return Response(200, self._document)
+            case commands.PutDestination(ledger, destination):
+                store.put_destination(ledger, destination)
+                self._destinations[ledger] = destination
+                return Response(200, {"ledger": ledger, "destination": destination.to_json()})
+            case commands.Forward():
+                return self._forward(command)
             case commands.ScopedSend(method, token, path, key, body):
                 return self._scoped_send(method, token, path, key, body)
             case commands.ScopedLookUp(token):
@@ -332,6 +348,45 @@ class Service:
             return _response(early)
         hit = self._scopes.first_use(scope)  # only an admitted effect uses the armed hit up
         return _response(self._store.apply(ticket, payload)) if hit is None else self._held(ticket, payload, hit)
+
+    def _forward(self, request: commands.Forward) -> Response | HeldSend:
+        """A job's request to its destination: forwarded in a thread (the destination takes its
+        time), and, if it is an effect and its scope is armed, held at its boundaries there."""
+        scope = self._scopes.verify(request.token)
+        if scope.ledger not in self._destinations:
+            self._destinations[scope.ledger] = self._store.destination(scope.ledger)
+        destination = self._destinations[scope.ledger]
+        if destination is None:
+            return NO_DESTINATION
+        path = "/" + request.path
+        effect = destination.effects.of(request.method, path, request.query, request.headers, request.body)
+        hit = self._scopes.first_use(scope) if effect else None  # only an effect uses the armed hit up
+        logged = Forwarded(scope.ledger, scope.reference, scope.attempt, request.method, path, effect, 0)
+        return HeldSend(functools.partial(self._pass, destination, request, path, logged, hit), self._gate.leave)
+
+    def _pass(
+        self, destination: Destination, request: commands.Forward, path: str, logged: Forwarded, hit: Hit | None
+    ) -> Response | forward.Passed:
+        """Runs in a thread: the request held before it goes on (`before-effect`: the destination
+        never sees a dropped one), forwarded, and its answer held (`after-effect`: the destination
+        has applied it, the job has no answer yet)."""
+        holds = self._holds
+        if hit is not None and holds.at(Boundary.BEFORE_EFFECT, hit) is Release.DROP:
+            self._store.record_forward(logged)
+            holds.done(Boundary.BEFORE_EFFECT, hit)
+            return ABANDONED
+        try:
+            answer = forward.forward(destination, request.method, path, request.query, request.headers, request.body)
+        except forward.DestinationDown as exc:
+            answer = forward.failed(HTTPStatus.BAD_GATEWAY, f"the destination did not answer: {exc}")
+            self._store.record_forward(logged)
+        else:
+            self._store.record_forward(replace(logged, status=answer.status))
+        if hit is not None:
+            holds.done(Boundary.BEFORE_EFFECT, hit)
+            holds.at(Boundary.AFTER_EFFECT, hit)
+            holds.done(Boundary.AFTER_EFFECT, hit)
+        return answer
 
     def _held(self, ticket: SendTicket, payload: dict[str, Any], hit: Hit) -> HeldSend:
         return HeldSend(functools.partial(self._hold, ticket, payload, hit), self._gate.leave)

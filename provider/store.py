@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from labcore.destination import Destination, Effects
 from provider import ledger as machine
 from provider.contract import Contract, EffectRow, StoredKey
 from provider.ledger import Answer, Claims, Read, SendOutcome, SendTicket
@@ -67,6 +68,25 @@ CREATE TABLE IF NOT EXISTS scope_secrets (
     ledger TEXT PRIMARY KEY,
     secret TEXT NOT NULL
 );
+-- The real destination a ledger's jobs' requests are forwarded to (provider.forward), and its effect rules.
+CREATE TABLE IF NOT EXISTS destinations (
+    ledger TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    effects TEXT NOT NULL
+);
+-- Every request forwarded to a destination, and its answer's status (0: none came back).
+CREATE TABLE IF NOT EXISTS forwards (
+    id INTEGER PRIMARY KEY,
+    ledger TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    effect INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forwards_by_reference ON forwards (ledger, reference);
 -- Reads are counted, not logged: a read costs no storage beyond its reference's counter.
 CREATE TABLE IF NOT EXISTS reads (
     ledger TEXT NOT NULL,
@@ -279,6 +299,50 @@ class Store:
             row = self._db.execute("SELECT secret FROM scope_secrets WHERE ledger = ?", (ledger,)).fetchone()
             return None if row is None else row[0]
 
+    def put_destination(self, ledger: str, destination: Destination) -> None:
+        """Where the ledger's jobs' requests are forwarded to; kept with the log, as the secrets are."""
+        with self._lock:
+            self._ledger(ledger)
+            self._db.execute(
+                "INSERT OR REPLACE INTO destinations VALUES (?, ?, ?)",
+                (ledger, destination.url, json.dumps(destination.effects.spelled())),
+            )
+
+    def destination(self, ledger: str) -> Destination | None:
+        with self._lock:
+            row = self._db.execute("SELECT url, effects FROM destinations WHERE ledger = ?", (ledger,)).fetchone()
+        return None if row is None else Destination(row[0], Effects.parse(json.loads(row[1])))
+
+    def record_forward(self, forwarded: Forwarded) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO forwards (ledger, reference, attempt, method, path, effect, status, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    forwarded.ledger,
+                    forwarded.reference,
+                    forwarded.attempt,
+                    forwarded.method,
+                    forwarded.path,
+                    forwarded.effect,
+                    forwarded.status,
+                    time.time(),
+                ),
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A request forwarded to a destination, as its log keeps it."""
+
+    ledger: str
+    reference: str
+    attempt: int
+    method: str
+    path: str
+    effect: bool
+    status: int  # the destination's answer; 0: none (it did not answer, or the lab dropped the request)
+
 
 @dataclass(frozen=True, slots=True)
 class LoggedEffect:
@@ -336,8 +400,16 @@ class LogReader:
                 f"SELECT reference, SUM(count) FROM reads "
                 f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
             ),
+            # A destination's: its effect requests are sends, the others reads (its records are its own).
+            (
+                ("sends", "lookups"),
+                f"SELECT reference, SUM(effect), SUM(NOT effect) FROM forwards "
+                f"WHERE ledger = ? AND reference IN ({marks}) GROUP BY reference",
+            ),
         )
         for names, sql in queries:
             for ref, *values in self._db.execute(sql, (ledger, *refs)):
-                out.setdefault(ref, {}).update(zip(names, values, strict=True))
+                fields = out.setdefault(ref, {})
+                for name, value in zip(names, values, strict=True):
+                    fields[name] = fields.get(name, 0) + (value or 0)
         return {ref: ReferenceRecord(**fields) for ref, fields in out.items()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, get_type_hints
 
+from labcore.destination import MAX_RULES, MAX_URL, BadDestination, Destination, Effects, parse_url
 from labcore.events import Hit
 from provider.contract import Contract
 from provider.shapes import (
@@ -21,6 +22,7 @@ from provider.shapes import (
     Choice,
     Flag,
     Integer,
+    Invalid,
     Items,
     JsonText,
     Nullable,
@@ -95,6 +97,28 @@ SCOPE_BODY: Object[str] = Object(
     lambda fields: fields["secret"],
 )
 
+
+def _destination(fields: dict[str, Any]) -> Destination:
+    try:
+        return Destination(parse_url(fields["url"]), Effects.parse(fields["effects"]))
+    except BadDestination:
+        raise Invalid from None
+
+
+DESTINATION_BODY: Object[Destination] = Object(
+    "DestinationBody",
+    (
+        Property("url", Text(min_length=1, max_length=MAX_URL), description="the destination's base URL"),
+        Property(
+            "effects",
+            Items(Text(min_length=1, max_length=500), MAX_RULES),
+            default=[],
+            description="which requests are effects (labcore.destination); none: POST, PUT, PATCH and DELETE",
+        ),
+    ),
+    _destination,
+)
+
 AUDIT_BODY: Object[list[str]] = Object(
     "AuditBody",
     (Property("references", Items(NAME, MAX_REFERENCES)),),
@@ -156,6 +180,7 @@ LOG = Object(
 OFFSET = _answer("Offset", ("offsetSeconds", Number()))
 WITHDRAWN = _answer("Withdrawn", ("withdrawn", COUNT))
 SCOPE = _answer("ScopeOut", ("ledger", STRING))
+DESTINATION = _answer("DestinationOut", ("ledger", STRING), ("destination", DESTINATION_BODY))
 COUNTS = _answer(
     "Counts", ("effects", COUNT), ("withdrawn", COUNT), ("declined", COUNT), ("sends", COUNT), ("lookups", COUNT)
 )

@@ -2,7 +2,8 @@
 
 The function is called as `function(op_id, payload)`, with the op's stable
 identity and its payload, and finds its own scoped base URL at the provider
-in `TESTBED_PROVIDER_URL`. Around it, in code the user did not write:
+in `TESTBED_PROVIDER_URL` (and, for a real destination behind the lab, the base URL it gives
+its SDK in `TESTBED_DESTINATION_URL`). Around it, in code the user did not write:
 
 - `job-start` before the user's module is imported (anew in every work-horse,
   as `rq worker` does, so a module that reads the URL at import gets this
@@ -28,7 +29,16 @@ from typing import Any
 from labcore.boundaries import Boundary
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
-from labcore.scoped import PROVIDER_ENV, Scope, base_url, ledger_secret, sign, user_op_id
+from labcore.scoped import (
+    DESTINATION_ENV,
+    DESTINATION_ROOT,
+    PROVIDER_ENV,
+    Scope,
+    base_url,
+    ledger_secret,
+    sign,
+    user_op_id,
+)
 from workers import client, http_probes, scope, specs
 from workers.flow import Outcome, Result
 from workers.instrument import Job, open_attempt, rq_job
@@ -64,9 +74,12 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     armed = probe.provider_hit()
     # Signed here, from the token in the worker's environment: no secret is in the job's arguments.
     secret = ledger_secret(client.TOKEN, s.ledger)
-    base = base_url(s.provider, sign(Scope(s.ledger, op, number, armed), secret))
+    token = sign(Scope(s.ledger, op, number, armed), secret)
+    base = base_url(s.provider, token)
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
+    # A destination the lab forwards to, if the run has one; the provider refuses it otherwise.
+    os.environ[DESTINATION_ENV] = base_url(s.provider, token, DESTINATION_ROOT)
     attempt = scope.Attempt(
         base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed
     )

@@ -16,6 +16,7 @@ from testbed.cli.options import (
     Boundaries,
     CellTimeout,
     ClientTimeout,
+    DestinationArgs,
     Expect,
     JobArgs,
     ResultsPath,
@@ -54,6 +55,7 @@ def chaos(
     stack_args: StackArgs,
     store_args: StoreArgs,
     job_args: JobArgs,
+    destination_args: DestinationArgs,
     strategy: Strategies = None,
     boundary: Boundaries = None,
     fault: Annotated[
@@ -112,7 +114,7 @@ def chaos(
         cells,
         plan,
         ops,
-        job_args.jobs(),
+        job_args.jobs(destination=destination_args),
         stack_args.engine_choice(),
         retries=retries,
         seed=seed,
@@ -131,6 +133,8 @@ def chaos(
     meta |= {name: values for name, values in given.items() if values}
     meta |= {"ops": ops, "every": every, "parallel": parallel, **shared_meta(stack_args, prepared.stack)}
     meta |= {"handlers": handlers, "promise": job_args.promise} if handlers else {}
+    reader = prepared.options.reader
+    meta |= {"destination": reader.destination.to_json(), "evidence": reader.spec} if reader else {}
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(prepared.stack.settings), "expect": _expectations(overrides)}
     meta |= {"schedule": str(schedule)} if schedule is not None else {}

@@ -19,13 +19,16 @@ from typer import Option
 from labcore.boundaries import ORDER
 from labcore.delivery import askable
 from labcore.faults import Fault
+from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.infra.stack import PRIVATE_FLAG
+from testbed.lab.destination import EVIDENCE_TIMEOUT
 from testbed.lab.userjobs import IMPORT_TIMEOUT
 from workers.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from testbed.engines.base import EngineChoice
+    from testbed.lab.destination import DestinationChoice
     from testbed.usecases.runs import Jobs
 
 STRATEGY_NAMES = ", ".join(STRATEGIES)
@@ -204,13 +207,60 @@ class JobArgs:
     def handlers(self) -> list[str]:
         return self.handler or []
 
-    def jobs(self, handlers: Sequence[str] | None = None) -> Jobs:
-        """The jobs a run calls: these handlers (default: --handler), their paths and promise."""
+    def jobs(self, handlers: Sequence[str] | None = None, destination: DestinationArgs | None = None) -> Jobs:
+        """The jobs a run calls: these handlers (default: --handler), their paths and promise,
+        and the real destination they talk to, if any."""
         from testbed.usecases.runs import Jobs
 
         chosen = self.handlers if handlers is None else handlers
         paths = tuple(str(p) for p in self.path or [])
-        return Jobs(tuple(chosen), paths, self.promise, import_timeout=self.import_timeout)
+        choice = None if destination is None else destination.choice()
+        return Jobs(tuple(chosen), paths, self.promise, import_timeout=self.import_timeout, destination=choice)
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationArgs:
+    """A real destination your own jobs talk to, through the lab, judged from its own records."""
+
+    destination: Annotated[
+        str | None,
+        Option(
+            "--destination",
+            metavar="URL",
+            help="Your jobs' real destination (a sandbox): they reach it through the lab at"
+            " $TESTBED_DESTINATION_URL, and --evidence reads its records.",
+        ),
+    ] = None
+    evidence: Annotated[
+        str | None,
+        Option(
+            "--evidence",
+            metavar="MODULE:FUNCTION",
+            help="Called as function(destination_url, op_ids) after each cell: {op_id: [record ids]}, the effects.",
+        ),
+    ] = None
+    destination_effect: Annotated[
+        list[str] | None,
+        Option(
+            "--destination-effect",
+            metavar="RULE",
+            help="Which requests are effects (repeatable): 'POST [/path*]', 'Header: value' or field=value"
+            " (default: POST, PUT, PATCH, DELETE).",
+        ),
+    ] = None
+    evidence_timeout: Annotated[
+        float, Option("--evidence-timeout", metavar="SECONDS", help="How long --evidence may take per cell.")
+    ] = EVIDENCE_TIMEOUT
+
+    def choice(self) -> DestinationChoice | None:
+        from testbed.lab.destination import DestinationChoice
+
+        if self.destination is None:
+            if self.evidence is not None or self.destination_effect:
+                raise UsageError("--evidence and --destination-effect go with --destination URL")
+            return None
+        effects = tuple(self.destination_effect or ())
+        return DestinationChoice(self.destination, self.evidence, effects, self.evidence_timeout)
 
 
 def _group(cls: type) -> tuple[type, list[inspect.Parameter]]:
@@ -219,7 +269,12 @@ def _group(cls: type) -> tuple[type, list[inspect.Parameter]]:
     return cls, [inspect.Parameter(f.name, kind, default=f.default, annotation=hints[f.name]) for f in fields(cls)]
 
 
-_GROUPS = {"stack_args": _group(StackArgs), "store_args": _group(StoreArgs), "job_args": _group(JobArgs)}
+_GROUPS = {
+    "stack_args": _group(StackArgs),
+    "store_args": _group(StoreArgs),
+    "job_args": _group(JobArgs),
+    "destination_args": _group(DestinationArgs),
+}
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:

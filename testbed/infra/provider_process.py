@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
+from labcore.destination import Destination
 from labcore.endpoints import unix_path, unix_socket, unix_url
 from labcore.procs import spawn
 from labcore.scoped import ledger_secret
@@ -176,6 +177,10 @@ class ProviderAdmin:
         (provider/scopes.py): the work-horses derive it from the same token."""
         secret = ledger_secret(self._token, ledger)
         self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/scope", {"secret": secret})
+
+    def put_destination(self, ledger: str, destination: Destination) -> None:
+        """Where the ledger's users' jobs' requests go on to, through the provider (provider/forward.py)."""
+        self._send("PUT", f"/ledgers/{quote(ledger, safe='')}/destination", destination.to_json())
 
     def advance_clock(self, ledger: str, seconds: float) -> None:
         self._send("POST", f"/ledgers/{quote(ledger, safe='')}/clock", {"advance_seconds": seconds})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from labcore import plan as plans
 from labcore.boundaries import parse_boundary
@@ -21,6 +22,9 @@ from testbed.experiment.schedules import legal
 from testbed.experiment.selection import parse_all, select_cells, with_handlers
 from testbed.nemesis.recovery import Recovery
 from workers.strategies import parse_strategy
+
+if TYPE_CHECKING:
+    from testbed.lab.destination import Reader
 
 # A schedule has at most ten ops of a few attempts each: a few KB.
 SCHEDULE_BYTES = 1 << 20
@@ -50,6 +54,8 @@ class RunOptions:
     paths: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
+    # A real destination the users' jobs talk to through the lab, and its evidence reader: the judge.
+    reader: Reader | None = None
 
 
 def matrix_cells(

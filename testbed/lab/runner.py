@@ -32,6 +32,7 @@ from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import RunStack
 from testbed.judge.checker import OpFacts
+from testbed.judge.evidence import EvidenceRecords
 from testbed.judge.facts import op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
@@ -254,6 +255,8 @@ class CellRunner:
         s.admin.put_ledger(ledger, scenario.contract)
         if cell.handler is not None:
             s.admin.put_scope(ledger)
+        if o.reader is not None:
+            s.admin.put_destination(ledger, o.reader.destination)
         sink = None
         if self.run_dir is not None:
             self.run_dir.record(cell_line(cell_id, ledger, cell))
@@ -331,7 +334,9 @@ class CellRunner:
         seen = self.controller.finish(r.id)
         wall = time.monotonic() - r.started
         failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
-        observed = op_facts(s.redis, r.keys, s.log, r.ledger, r.id, r.ops, failed)
+        # With a real destination, its own records are the ops' effects.
+        log = s.log if o.reader is None else EvidenceRecords(s.log, o.reader.read)
+        observed = op_facts(s.redis, r.keys, log, r.ledger, r.id, r.ops, failed)
         if self.run_dir is not None:
             # A provider this run did not start keeps its log on its host: keep what it said, as judged.
             observed = _recorded(self.run_dir, r.id, observed, r.ledger if s.provider.db is None else None)

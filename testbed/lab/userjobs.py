@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -75,19 +75,9 @@ def check(
     if app:
         argv += ["--engine", engine, "--app", app]
     named = ", ".join(handlers)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=os.environ | env, process_group=0
-        )
-        try:
-            code: int | None = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            _stop_group(proc)
-        if code is None:
-            raise UsageError(f"importing {named} took longer than {timeout:g} s (--import-timeout)")
-        stdout, stderr = _tail(out), _tail(err)
+    code, stdout, stderr = bounded(argv, os.environ | env, timeout)
+    if code is None:
+        raise UsageError(f"importing {named} took longer than {timeout:g} s (--import-timeout)")
     if code != 0:
         lines = stderr.strip().splitlines()
         raise UsageError(lines[-1] if lines else f"importing {named} exited with {code}")
@@ -95,6 +85,25 @@ def check(
         return [str(name) for name in json.loads(stdout.strip().splitlines()[-1])]
     except (ValueError, IndexError, TypeError):
         return []
+
+
+def bounded(
+    argv: Sequence[str], env: Mapping[str, str], timeout: float, stdin: bytes = b"", keep: int = _TAIL
+) -> tuple[int | None, str, str]:
+    """Run a process of the lab's over a user's code (the import check, an evidence reader)
+    in a process group of its own, stopped whole once it is over or past `timeout` seconds:
+    its exit code (None: it ran past its time), and the last `keep` bytes of its stdout and stderr."""
+    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        given.write(stdin)
+        given.seek(0)
+        proc = subprocess.Popen(argv, stdin=given, stdout=out, stderr=err, env=dict(env), process_group=0)
+        try:
+            code: int | None = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _stop_group(proc)
+        return code, _tail(out, keep), _tail(err, keep)
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -105,10 +114,10 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _tail(file: IO[bytes]) -> str:
+def _tail(file: IO[bytes], keep: int) -> str:
     """The end of what the check wrote: a module that prints at import may print a lot."""
     size = file.seek(0, os.SEEK_END)
-    file.seek(max(0, size - _TAIL))
+    file.seek(max(0, size - keep))
     return file.read().decode(errors="replace")
 
 

@@ -249,6 +249,13 @@ class WorkerSettings(Record):
     job_monitoring_interval: int
 
 
+class Destination(Record):
+    """A real destination behind the lab, as the run registered it with the provider."""
+
+    url: str = Field(description="Its base URL.")
+    effects: list[str] = Field(description="Which requests were effects (--destination-effect rules).")
+
+
 class GivenOptions(Record):
     """What the command was given: each command (chaos, replay, load) has its own."""
 
@@ -274,6 +281,12 @@ class GivenOptions(Record):
     )
     handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
     promise: str | None = Field(None, description="What users' jobs are judged against.")
+    destination: Destination | None = Field(
+        None, description="The real destination users' jobs reached through the lab (--destination)."
+    )
+    evidence: str | None = Field(
+        None, description="The reader of the destination's records (module:function) the effects were counted from."
+    )
     kill_rate: float | None = Field(None, description="load: the chance that an attempt (not the last) is killed.")
     boundaries: list[str] | None = Field(
         None, description="chaos: the boundaries the matrix was narrowed to (-b); load: those kills are drawn from."

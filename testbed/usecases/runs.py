@@ -19,6 +19,7 @@ from testbed.experiment.matrix import Cell
 from testbed.infra.stack import StackOptions
 from testbed.judge.promises import Promise
 from testbed.lab import userjobs
+from testbed.lab.destination import DestinationChoice, Reader, check_answers
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
@@ -37,12 +38,24 @@ class Jobs:
     promise: str = Promise.EXACTLY_ONCE
     env: Mapping[str, str] = field(default_factory=dict)
     import_timeout: float = userjobs.IMPORT_TIMEOUT
+    destination: DestinationChoice | None = None  # a real destination they talk to, through the lab
 
     def prepare(self, engine: EngineChoice) -> tuple[str, ...]:
         """Each handler checked in a process of its own, as the engine runs it (a UsageError says
         why not); the paths, absolute."""
         env, name = dict(self.env), engine_of(engine).name
         return userjobs.prepare(self.handlers, self.paths, self.promise, env, self.import_timeout, name, engine.app)
+
+    def reader(self, paths: Sequence[str]) -> Reader | None:
+        """The destination's evidence reader, the destination checked and answering (else exit 2),
+        the reader imported as the handlers are; None without a destination."""
+        if self.destination is None:
+            return None
+        destination = self.destination.check(self.handlers)
+        check_answers(destination.url)
+        assert self.destination.evidence is not None  # checked
+        userjobs.check([self.destination.evidence], paths, dict(self.env), self.import_timeout)
+        return self.destination.reader(destination, paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,7 @@ class RunRequest:
     def prepare(self, stack: StackOptions) -> PreparedRun:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
         paths = self.jobs.prepare(self.engine)
+        reader = self.jobs.reader(paths)
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
         stack, cells = on_engine(self.engine, stack, self.cells, shape)
         if self.overrides and stack.engine.name != "rq":
@@ -95,6 +109,7 @@ class RunRequest:
             paths=paths,
             env=dict(self.jobs.env),
             cell_prefix=self.cell_prefix,
+            reader=reader,
         )
         return PreparedRun(stack, options)
 

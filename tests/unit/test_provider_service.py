@@ -108,7 +108,7 @@ def test_the_token_is_checked_before_anything_else(client: ServiceClient) -> Non
     for path, operations in doc["paths"].items():
         for operation in operations.values():
             assert ("422" in operation["responses"]) == (operation["operationId"] in {"send", *_SCOPED_SENDS})
-            assert ("401" in operation["responses"]) == (path != "/health" and not path.startswith("/s/"))
+            assert ("401" in operation["responses"]) == (path != "/health" and not path.startswith(("/s/", "/d/")))
 
 
 _SCOPED_SENDS = {f"scoped_{m}" for m in ("post", "put", "patch", "delete")}

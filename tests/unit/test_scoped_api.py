@@ -17,7 +17,7 @@ from labcore.scoped import Scope, sign
 from provider.contract import Contract
 from provider.gate import Gate
 from provider.holds import Holds
-from provider.service import HeldSend
+from provider.service import HeldSend, Response
 from provider.store import LogReader, ReferenceRecord, Store
 from tests.support.service_client import ServiceClient
 
@@ -61,8 +61,10 @@ class Client:
     def request(self, method: str, url: str, **kwargs: Any) -> Answered:
         answer = self._service.ask(method, url, **kwargs)
         if isinstance(answer, HeldSend):
-            held, answer = answer, answer.run()
+            held, made = answer, answer.run()
             held.done()
+            assert isinstance(made, Response)  # the provider's own answer: nothing here is forwarded
+            answer = made
         return Answered(answer.status, answer.body, {REPLAYED: "true"} if answer.replayed else {})
 
     def get(self, url: str, **kwargs: Any) -> Answered:

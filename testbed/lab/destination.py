@@ -1,0 +1,107 @@
+"""A real destination behind the lab, on the lab's side: checked up front, and its records
+read after each cell by the user's evidence reader, in a process of its own.
+
+The destination must answer before the run starts anything (any HTTP answer will do:
+a sandbox's root may well be a 404); one that stops answering, and a reader that fails,
+hangs or answers something that is not evidence, end the run as a failure of the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from labcore.destination import BadDestination, Destination, Effects, parse_url
+from testbed.errors import RunFailure, SetupError, UsageError
+from testbed.judge.evidence import BadEvidence, Evidence, parse_answer
+from testbed.lab.userjobs import bounded
+from workers.specs import TargetError, split
+
+ANSWER_WITHIN = 5.0  # seconds the destination has to answer the lab's check
+EVIDENCE_TIMEOUT = 60.0  # seconds a reader may take over one cell's ops (--evidence-timeout)
+_MAX_EVIDENCE_TIMEOUT = 3600.0
+_ANSWER_BYTES = 64 << 20  # of the reader's output read back: its answer is its last line
+
+
+def answers(url: str, within: float = ANSWER_WITHIN) -> str | None:
+    """None if the destination answers an HTTP request at its URL; otherwise why not."""
+    import httpx  # not for a command line's start
+
+    try:
+        with httpx.Client(timeout=within) as client:
+            client.get(url)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return None
+
+
+def check_answers(url: str) -> None:
+    """Before any work: a destination that does not answer is refused (exit 2)."""
+    why = answers(url)
+    if why is not None:
+        raise SetupError(f"--destination {url} does not answer ({why})")
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """The user's evidence reader (`module:function`) over a destination, run in a process of its own."""
+
+    spec: str
+    destination: Destination
+    paths: Sequence[str] = ()
+    timeout: float = EVIDENCE_TIMEOUT
+
+    def read(self, op_ids: list[str]) -> Evidence:
+        """What the destination holds for these ops; RunFailure naming the reader if it
+        cannot be had, or the destination if it no longer answers."""
+        url = self.destination.url
+        why = answers(url)
+        if why is not None:
+            raise RunFailure(f"the destination {url} stopped answering ({why})")
+        argv = [sys.executable, "-m", "workers.evidence", self.spec, url]
+        for path in self.paths:
+            argv += ["--path", path]
+        code, stdout, stderr = bounded(argv, os.environ, self.timeout, json.dumps(op_ids).encode(), _ANSWER_BYTES)
+        named = f"the evidence reader {self.spec}"
+        if code is None:
+            raise RunFailure(f"{named} took longer than {self.timeout:g} s")
+        if code != 0:
+            lines = stderr.strip().splitlines()
+            raise RunFailure(f"{named} failed: {lines[-1] if lines else f'exit {code}'}")
+        last = (stdout.strip().splitlines() or [""])[-1]
+        try:
+            return parse_answer(last, op_ids)
+        except BadEvidence as exc:
+            raise RunFailure(f"{named} answered no evidence: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationChoice:
+    """A destination as a front end gives it: its URL, the evidence reader, the effect rules."""
+
+    url: str
+    evidence: str | None = None  # module:function
+    effects: tuple[str, ...] = ()
+    evidence_timeout: float = EVIDENCE_TIMEOUT
+
+    def check(self, handlers: Sequence[str]) -> Destination:
+        """The destination, its input checked (a UsageError says what is wrong), before any work."""
+        if not handlers:
+            raise UsageError("--destination needs --handler: it is your own job that talks to the destination")
+        if self.evidence is None:
+            raise UsageError("--destination needs --evidence MODULE:FUNCTION: the destination's records are the judge")
+        try:
+            split(self.evidence)
+            destination = Destination(parse_url(self.url), Effects.parse(self.effects))
+        except (BadDestination, TargetError) as exc:
+            raise UsageError(str(exc)) from None
+        if not 0 < self.evidence_timeout <= _MAX_EVIDENCE_TIMEOUT:  # also NaN
+            raise UsageError(f"--evidence-timeout must be a number of seconds in (0, {_MAX_EVIDENCE_TIMEOUT:.0f}]")
+        return destination
+
+    def reader(self, destination: Destination, paths: Sequence[str]) -> Reader:
+        assert self.evidence is not None  # checked
+        return Reader(self.evidence, destination, tuple(paths), self.evidence_timeout)

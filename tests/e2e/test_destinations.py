@@ -1,0 +1,128 @@
+"""A real destination behind the lab: boto3 jobs on moto's SQS FIFO, through the provider's
+proxy, under the kills, judged from the queue's own records; and what ends such a run."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from examples.sqs_fifo import OP_ATTRIBUTE, client
+from labcore.procs import free_port
+from tests.support.helpers import assert_left_nothing, finish, run_testbed, start_testbed
+
+pytestmark = pytest.mark.e2e
+
+OPS = 20  # two faulted ops a cell: 20 / 0 kept, 22 / 0 duplicated
+SQS = ["--destination-effect", "X-Amz-Target: AmazonSQS.SendMessage", "--evidence", "examples.sqs_fifo:effects"]
+MOTO = str(Path(sys.executable).with_name("moto_server"))
+
+
+class Moto:
+    """moto's server, as the sandbox a user would start: on a free port, stopped by the test."""
+
+    def __init__(self) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        port = self.url.rsplit(":", 1)[1]
+        self.proc = subprocess.Popen(
+            [MOTO, "-H", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.url, timeout=1)
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise AssertionError("moto_server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def moto(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Moto]:
+    monkeypatch.setenv("SQS_QUEUE", f"{request.node.name[:60].replace('[', '-').replace(']', '')}.fifo")
+    server = Moto()
+    yield server
+    server.stop()
+
+
+def queue_messages(url: str) -> collections.Counter[str]:
+    """The messages the queue holds, read by the test itself, by cell id (the op ids' ledger)."""
+    sqs = client(url)
+    queue = sqs.get_queue_url(QueueName=os.environ["SQS_QUEUE"])["QueueUrl"]
+    seen: dict[str, str] = {}
+    while got := sqs.receive_message(
+        QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=60, MessageAttributeNames=[OP_ATTRIBUTE]
+    ).get("Messages", []):
+        for message in got:
+            seen[message["MessageId"]] = message["MessageAttributes"][OP_ATTRIBUTE]["StringValue"]
+    return collections.Counter(op.partition(":")[0].rsplit(".", 1)[1] for op in seen.values())
+
+
+def test_the_queue_judges_a_keyed_and_a_naive_boto3_job(workdir: Path, moto: Moto) -> None:
+    handlers = ["--handler", "examples.sqs_fifo:keyed", "--handler", "examples.sqs_fifo:naive"]
+    ran = run_testbed([*handlers, "--destination", moto.url, *SQS, "--ops", str(OPS)], workdir, timeout=600)
+    assert ran.code == 1, ran.stderr  # the naive job duplicates: its promise is broken
+    lines = ran.stdout.splitlines()
+    table = {line.split()[0]: line.split()[1:] for line in lines[lines.index("kill") + 2 :][:2]}
+    assert table["examples.sqs_fifo:keyed"] == ["20", "/", "0"] * 3
+    assert table["examples.sqs_fifo:naive"] == ["20", "/", "0", "20", "/", "0", "22", "/", "0", "!"]
+    # The counts are the queue's: what the test reads there itself.
+    held = queue_messages(moto.url)
+    assert {row["cell"]: row["effects"] for row in ran.json["rows"]} == dict(held)
+    after = ran.row("examples.sqs_fifo:naive", "after-effect")
+    assert after["duplicateEffects"] == 2 and after["requests"] == OPS + 2
+    assert ran.json["options"]["destination"] == {
+        "url": moto.url,
+        "effects": ["x-amz-target: AmazonSQS.SendMessage"],
+    }
+    assert_left_nothing(ran)
+
+
+def test_a_destination_that_does_not_answer_is_refused_before_anything_starts(workdir: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    ran = run_testbed(["--handler", "examples.sqs_fifo:keyed", "--destination", url, *SQS], workdir, timeout=60)
+    assert ran.code == 2
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"testbed: error: --destination {url} does not answer"), lines
+    assert ran.results is None
+    assert_left_nothing(ran)
+
+
+def test_a_reader_that_raises_ends_the_run_naming_it(workdir: Path, moto: Moto) -> None:
+    args = ["--handler", "examples.sqs_fifo:keyed", "--destination", moto.url, "-b", "none", "--ops", "3"]
+    args += ["--evidence", "tests.support.readers:raises"]
+    ran = run_testbed(args, workdir, timeout=300)
+    assert ran.code == 3, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("testbed: error: ")]
+    named = "testbed: error: the evidence reader tests.support.readers:raises failed: RuntimeError: the sandbox is down"
+    assert len(lines) == 1 and lines[0].startswith(f"{named} (0 cell(s) judged"), ran.stderr
+    assert ran.json["rows"] == []  # nothing is scored
+    assert_left_nothing(ran)
+
+
+def test_a_destination_that_dies_mid_run_ends_it_naming_it(workdir: Path, moto: Moto) -> None:
+    args = ["--handler", "examples.sqs_fifo:keyed", "--destination", moto.url, *SQS, "--ops", "5", "--every", "5"]
+    args += ["--parallel", "1"]
+    proc, out, err = start_testbed([*args, "-b", "none", "-b", "after-effect"], workdir)
+    deadline = time.monotonic() + 300
+    while "[1/2]" not in out.read_text() + err.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    moto.stop()  # once the first cell is judged
+    ran = finish(proc, workdir, 300)
+    assert ran.code == 3, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("testbed: error: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"testbed: error: the destination {moto.url} stopped answering")
+    assert [row["cell"] for row in ran.json["rows"]] == ["c001"]  # the cell judged before is kept
+    assert_left_nothing(ran)
