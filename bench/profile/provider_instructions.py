@@ -14,7 +14,7 @@ those few requests and its stop. A send's instructions are also given by
 where they ran: the interpreter, SQLite, libc, each extension module.
 Instructions are not time: a cache miss costs more than an instruction, and
 a run's provider finds its caches cold at every send
-(`bench/profile/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
+(`python -m bench.profile.provider_cost --paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
