@@ -4,8 +4,9 @@ and the lab) as programs.
 
 Every script runs from the project's root as a module of the `bench` package
 (`python -m bench.throughput`) and imports these helpers by their package names, as
-the workers it starts import the jobs and worker classes here
-(`bench.support.noop_job.noop`, `bench.support.timed_worker.TimedWorker`).
+the workers it starts import the worker classes and jobs here
+(`bench.support.timed_worker.TimedWorker`; raw RQ's no-op job alone by its plain
+name, `raw_rq.NOOP`).
 """
 
 from __future__ import annotations
