@@ -1,6 +1,6 @@
 """The default 12-cell `testbed chaos` against raw RQ, and against the article's Node script.
 
-    python bench/article_speed.py [PATH/TO/crash-lab.mjs] [--repeat 3] [--control]
+    python -m bench.article_speed [PATH/TO/crash-lab.mjs] [--repeat 3] [--control]
 
 Baseline: plain `rq worker` processes (as many as the chaos run's workers, 4;
 the lab's worker class, as `throughput.py` says why)
@@ -47,11 +47,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the benchmarks' helpers
-
-from sides import CHAOS_JOBS, CHAOS_WORKERS, SUPPORT, compile_project, load_average
-from whole import Timed, paired, runs, timed
+from bench.support.sides import CHAOS_JOBS, CHAOS_WORKERS, ROOT, compile_project, load_average
+from bench.support.whole import Timed, paired, runs, timed
 
 
 def lab_first(run: int, control: bool) -> bool:
@@ -79,7 +76,8 @@ def main() -> None:
         node_times: list[float] = []
         pairs: list[tuple[Timed, Timed]] = []  # each run's raw RQ and lab
         again: list[float] = []  # --control: raw RQ's second wall time, each run
-        raw = [sys.executable, str(SUPPORT / "raw_rq.py"), str(CHAOS_JOBS), str(CHAOS_WORKERS)]
+        # Raw RQ's program is a module of `bench`, run from the project's root; the lab's from the work folder.
+        raw = [sys.executable, "-m", "bench.support.raw_rq", str(CHAOS_JOBS), str(CHAOS_WORKERS)]
         chaos = [sys.executable, "-m", "testbed", "chaos", "--json", str(work / "ours.json")]
         for run in range(args.repeat):
             before = load_average()
@@ -89,14 +87,14 @@ def main() -> None:
             first = lab_first(run, args.control)
             if first:
                 our = timed(chaos, work, work / "ours.txt")
-            theirs = timed(raw, work, work / "raw.txt")
+            theirs = timed(raw, ROOT, work / "raw.txt")
             if not first:
                 our = timed(chaos, work, work / "ours.txt")
             assert json.loads((work / "ours.json").read_text())["verdict"] == "pass"
             pairs.append((theirs, our))
             control = ""
             if args.control:
-                again.append(timed(raw, work, work / "raw.txt").wall)
+                again.append(timed(raw, ROOT, work / "raw.txt").wall)
                 control = f"; raw RQ again {again[-1]:.1f} s, {again[-1] / theirs.wall:.2f}x its first"
             load = f"load average {before} -> {load_average()}"
             print(

@@ -1,6 +1,6 @@
 """The default `testbed chaos --engine celery` against raw Celery, each timed as a whole program.
 
-    python bench/celery_speed.py [--repeat 3] [--control] [--ops N] [--every N] [--parallel N]
+    python -m bench.celery_speed [--repeat 3] [--control] [--ops N] [--every N] [--parallel N]
 
 The lab's side is `testbed chaos --engine celery`: the article's 12 cells under
 each of the four delivery settings, 100 ops a cell, the first attempt of
@@ -43,11 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the benchmarks' helpers
-
-from sides import SUPPORT, compile_project, load_average
-from whole import Timed, paired, runs, timed
+from bench.support.sides import ROOT, compile_project, load_average
+from bench.support.whole import Timed, paired, runs, timed
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +115,8 @@ def main() -> None:
         control = [*chaos, str(work / "control.json"), "-b", "none"]
         ours: Counts | None = None
         theirs: Counts | None = None  # the control cells'
-        raw = [sys.executable, str(SUPPORT / "raw_celery.py")]
+        # Raw Celery's program is a module of `bench`, run from the project's root; the lab's from the work folder.
+        raw = [sys.executable, "-m", "bench.support.raw_celery"]
         done: list[Run] = []
         for run in range(args.repeat):
             before = load_average()
@@ -127,20 +125,20 @@ def main() -> None:
             if first:
                 chaos_time, ours = lab_side(lab, work / "ours.json", ours)
             assert ours is not None
-            noop = timed([*raw, str(ours.attempts), str(ours.workers)], work, work / "raw.txt")
+            noop = timed([*raw, str(ours.attempts), str(ours.workers)], ROOT, work / "raw.txt")
             tasks = ours.attempts - ours.kills  # each killed task runs twice
-            killing = timed([*raw, str(tasks), str(ours.workers), str(ours.kills)], work, work / "raw.txt")
+            killing = timed([*raw, str(tasks), str(ours.workers), str(ours.kills)], ROOT, work / "raw.txt")
             if first:
                 control_time, theirs = lab_side(control, work / "control.json", theirs)
             else:
                 chaos_time, ours = lab_side(lab, work / "ours.json", ours)
             assert theirs is not None
-            control_noop = timed([*raw, str(theirs.attempts), str(theirs.workers)], work, work / "raw.txt")
+            control_noop = timed([*raw, str(theirs.attempts), str(theirs.workers)], ROOT, work / "raw.txt")
             if not first:
                 control_time, theirs = lab_side(control, work / "control.json", theirs)
             again = None
             if args.control:
-                again = timed([*raw, str(ours.attempts), str(ours.workers)], work, work / "raw.txt")
+                again = timed([*raw, str(ours.attempts), str(ours.workers)], ROOT, work / "raw.txt")
             done.append(Run(chaos_time, noop, killing, control_time, control_noop, again))
             report(done[-1], first, f"load average {before} -> {load_average()}")
         assert ours is not None and theirs is not None

@@ -1,7 +1,7 @@
 """testbed explore: trials per minute, and how long it takes to find and shrink a counterexample.
 
-    python bench/explore.py [--seeds 1 2 3] [--budget 200]
-    python bench/explore.py --hosts 2 [--seeds 1 2 3] [--budget 200]    # as root
+    python -m bench.explore [--seeds 1 2 3] [--budget 200]
+    python -m bench.explore --hosts 2 [--seeds 1 2 3] [--budget 200]    # as root
 
 For each seed, `testbed explore` on the worked example (examples/lookup_once.py:
 it passes every cell of the full matrix, and breaks exactly-once under two
@@ -35,7 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.support.sides import ROOT
+from tests.support import namespaces
+
 EXAMPLE = "examples.lookup_once:send"
 
 
@@ -49,9 +51,6 @@ def explore(work: Path, args: list[str], env: dict[str, str]) -> tuple[float, di
 
 
 def across_hosts(most: int, seeds: list[int], budget: int) -> None:
-    sys.path.insert(0, str(ROOT))
-    from tests.support import namespaces
-
     if (why := namespaces.why_not()) is not None:
         sys.exit(f"--hosts: {why}")
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))

@@ -1,6 +1,6 @@
 """Kill-to-replay latency: how long a killed job takes to run again, by kind of kill and recovery.
 
-    python bench/replay_latency.py [--ops 20] [--every 5] [--rq-default]
+    python -m bench.replay_latency [--ops 20] [--every 5] [--rq-default]
 
 Each mode is one `testbed replay` run (provider-key, kill at after-effect).
 "requeued" runs from the SIGKILL to the moment the job is back in the queue

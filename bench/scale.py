@@ -1,6 +1,6 @@
 """A long load run: does it finish, do the invariants hold, does memory stay flat?
 
-    python bench/scale.py [--ops 100000] [--workers 4] [--strategy provider-key] [--kill-rate 0.05]
+    python -m bench.scale [--ops 100000] [--workers 4] [--strategy provider-key] [--kill-rate 0.05]
 
 Runs `testbed load` and samples the testbed process's resident memory while
 it runs; prints the samples against progress, the peak, and the wall time.

@@ -1,6 +1,6 @@
 """Throughput of `testbed load` without faults against raw RQ, in the same run.
 
-    python bench/throughput.py [--ops 2000] [--workers 2 --workers 4] [--runs 3]
+    python -m bench.throughput [--ops 2000] [--workers 2 --workers 4] [--runs 3]
                                [--strategy provider-key] [--handler MODULE:FUNCTION]...
 
 Baseline: the same number of plain `rq worker` processes on a private Redis,
@@ -13,9 +13,10 @@ each number of workers (2 and 4 unless given), the median of --runs pairs;
 each pair runs back to back and prints the machine's load average with it.
 With --handler (repeatable), users' jobs run the same load on the same number
 of workers after the built-in strategy, each with its ratio to it (target:
-0.9): `wire_job:send` (bench/support) sends what the built-in sends, so its
+0.9): `bench.support.wire_job:send` sends what the built-in sends, so its
 ratio is the cost of the user-job path itself; `examples.keyed:send` adds its
-own client (requests) and its own database (SQLite).
+own client (requests) and its own database (SQLite). A handler is imported
+from the project's root (`--path`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the benchmarks' helpers
-
-from raw_rq import raw_rq
-from sides import ROOT, SUPPORT, compile_project, cpu_used, load_average
+from bench.support.raw_rq import raw_rq
+from bench.support.sides import ROOT, compile_project, cpu_used, load_average
 
 
 def testbed_load(ops: int, workers: int, selection: list[str], work: Path) -> float:
@@ -42,7 +40,8 @@ def testbed_load(ops: int, workers: int, selection: list[str], work: Path) -> fl
     argv = [sys.executable, "-m", "testbed", "load", "--kill-rate", "0", "--ops", str(ops), "--workers", str(workers)]
     # The examples keep their own state: in the bench's temp dir.
     env = {**os.environ, "EXAMPLES_DB": str(work / "examples.sqlite3")}
-    argv += [*selection, "--path", str(SUPPORT), "--json", str(out), "--store", str(work / "runs")]
+    # The handlers by their packages' names, from the project's root.
+    argv += [*selection, "--path", str(ROOT), "--json", str(out), "--store", str(work / "runs")]
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
     row = json.loads(out.read_text())["rows"][0]
     assert row["verdict"] == "pass", row["differences"]

@@ -1,6 +1,6 @@
 """Where the machine's CPU goes, by process role, raw RQ against the lab: sampled by the kernel (perf).
 
-    python bench/profile/cpu_by_role.py [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
+    python -m bench.profile.cpu_by_role [--chaos | --ops 2000 --workers 4] [--runs 2] [--symbols 25]
 
 Each side runs as its own program, as the other benchmarks run them (raw RQ
 draining no-op jobs, `bench/support/raw_rq.py`; `testbed load --kill-rate 0`, or with
@@ -34,10 +34,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-from sides import ROOT, compile_project, parse_sides, programs
+from bench.support.sides import ROOT, compile_project, parse_sides, programs
 
 HZ = 1000
 ROLES = ["horse", "worker", "zygote", "provider", "program", "redis", "other", "idle"]

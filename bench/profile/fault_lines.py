@@ -1,6 +1,6 @@
 """Where a work-horse's page faults come from, by file and line: raw RQ against `testbed load`.
 
-    python bench/profile/fault_lines.py [--ops 300] [--workers 2] [--top 12]
+    python -m bench.profile.fault_lines [--ops 300] [--workers 2] [--top 12]
 
 A freshly forked work-horse pays a copy-on-write page fault for every page of
 its worker's that it writes to first (a few µs of CPU each: `job_profile.py`
@@ -29,16 +29,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-from sides import ROOT, compile_project, programs
-from timed_worker import minor_faults
-
+from bench.support.sides import ROOT, compile_project, programs
+from bench.support.timed_worker import minor_faults
 from workers.worker import Worker
 
 OUT = os.environ.get("FAULT_LINES_DIR", ".")
-CLASS = f"{Path(__file__).stem}.FaultLinesWorker"
+# The workers import this module by its package's name (run with -m, it is `__main__` here).
+CLASS = "bench.profile.fault_lines.FaultLinesWorker"
 # The lab's workers preload its handler before RQ loads this class; raw RQ's workers do not.
 _HANDLER = sys.modules["workers.handler"].perform.__code__ if "workers.handler" in sys.modules else None
 

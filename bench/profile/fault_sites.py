@@ -1,6 +1,6 @@
 """Which of the interpreter's functions take the work-horses' page faults, raw RQ against the lab.
 
-    python bench/profile/fault_sites.py [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
+    python -m bench.profile.fault_sites [--chaos | --ops 600 --workers 2] [--runs 1] [--top 30]
 
 Each side runs as its own program, as `cpu_by_role.py` runs them, under
 `perf record -a -e exceptions:page_fault_user`: every page fault a process
@@ -33,11 +33,8 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-from cpu_by_role import Tree, print_excesses, recorded
-from sides import compile_project, parse_sides, programs
+from bench.profile.cpu_by_role import Tree, print_excesses, recorded
+from bench.support.sides import compile_project, parse_sides, programs
 
 # A file mapped (pid, start, length, offset in the file, path); a fault (command, pid, instruction, error code).
 _MMAP = re.compile(

@@ -1,6 +1,6 @@
 """What each page a worker holds resident costs every job, and how many more the lab's worker holds than raw RQ's.
 
-    python bench/profile/fork_cost.py [--forks 300] [--rounds 6] [--extra-mb 16]
+    python -m bench.profile.fork_cost [--forks 300] [--rounds 6] [--extra-mb 16]
 
 RQ forks a work-horse for every job: the kernel copies the worker's page
 tables at the fork, every resident page of its memory, and tears the
@@ -29,10 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-from sides import cpu_used
+from bench.support.sides import ROOT, cpu_used
 
 PAGE_KB = os.sysconf("SC_PAGESIZE") // 1024
 
@@ -76,8 +73,9 @@ def _child(side: str, extra_mb: int, forks: int) -> None:
 
 
 def _round(side: str, extra_mb: int, forks: int) -> dict[str, float]:
-    argv = [sys.executable, __file__, "--child", side, "--extra-mb", str(extra_mb), "--forks", str(forks)]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    argv = [sys.executable, "-m", "bench.profile.fork_cost", "--child", side, "--extra-mb", str(extra_mb)]
+    argv += ["--forks", str(forks)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     measured: dict[str, float] = json.loads(out.splitlines()[-1])
     return measured
 

@@ -1,6 +1,6 @@
 """Instructions per work-horse, raw RQ's and the lab's, counted by callgrind: what a job costs in user space.
 
-    python bench/profile/horse_instructions.py [--ops 30]
+    python -m bench.profile.horse_instructions [--ops 30]
 
 Each side runs as `bench/throughput.py` runs it (raw RQ draining no-op jobs,
 `testbed load --kill-rate 0`), on one worker, under `valgrind
@@ -27,11 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-import callgrind
-from sides import ROOT, compile_project, programs
+from bench.support import callgrind
+from bench.support.sides import ROOT, compile_project, programs
 
 # Each side's worker, by its command line; the work-horses it forks have it too.
 WORKER = {"raw RQ": "rq.cli worker", "testbed": "workers.zygote"}

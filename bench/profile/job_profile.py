@@ -1,7 +1,7 @@
 """Where a job's CPU goes, raw RQ against `testbed load`, measured rather than estimated.
 
-    python bench/profile/job_profile.py [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
-    python bench/profile/job_profile.py --chaos [--runs 2] [--floor]
+    python -m bench.profile.job_profile [--ops 1000] [--workers 2] [--runs 2] [--strategy provider-key] [--floor]
+    python -m bench.profile.job_profile --chaos [--runs 2] [--floor]
 
 Each side runs as its own program, its workers with `timed_worker.TimedWorker`
 (the lab's worker class, RQ's forking Worker, recording each work-horse): raw
@@ -45,12 +45,9 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-from provider_cost import BARE
-from sides import ROOT, compile_project, parse_sides, programs
-from timed_worker import SEGMENTS, minor_faults
+from bench.profile.provider_cost import BARE
+from bench.support.sides import ROOT, compile_project, parse_sides, programs
+from bench.support.timed_worker import SEGMENTS, minor_faults
 
 ROWS = [
     ("workers", "worker process: dequeue, fork, wait, RQ's bookkeeping"),
@@ -198,7 +195,8 @@ def main() -> None:
     args = parse_sides(parser, ops=1000, workers=2)
     compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
-    env, sides = programs("timed_worker.TimedWorker", work, args.ops, args.workers, args.strategy, args.chaos)
+    worker_class = "bench.support.timed_worker.TimedWorker"
+    env, sides = programs(worker_class, work, args.ops, args.workers, args.strategy, args.chaos)
     what = "testbed chaos" if args.chaos else f"testbed load -s {args.strategy}"
     results: dict[str, list[dict[str, float]]] = defaultdict(list)
     try:
@@ -212,7 +210,7 @@ def main() -> None:
                     horses.mkdir()
                     side_env = env | {"JOB_PROFILE_DIR": str(horses)}
                     if side == "floor":
-                        side_env["RQ_WORKER_CLASS"] = "floor_job.FloorWorker"
+                        side_env["RQ_WORKER_CLASS"] = "bench.support.floor_job.FloorWorker"
                         before = sum(server.cpu_times()[:2])
                     per_job = run(argv, side_env, args.ops, horses)
                     if side == "floor":  # the bare server stands in for the provider, outside the program

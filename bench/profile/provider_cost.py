@@ -1,6 +1,6 @@
 """The provider's CPU per send from freshly forked clients: on a fresh connection each, or on their worker's.
 
-    python bench/profile/provider_cost.py [--sends 1500] [--runs 3] [--inherited] [--paced MS]
+    python -m bench.profile.provider_cost [--sends 1500] [--runs 3] [--inherited] [--paced MS]
 
 The provider is the run's own (`python -m provider` on the run's unix socket,
 its token, its bus on a private Redis), and every send is a new op with an
@@ -44,7 +44,6 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
 BODY = {"recipient": "a@example.test", "message": "hello"}
 LEDGER = "bench"
 WARM = 50  # sends before measuring: a server's first requests import and compile
@@ -190,5 +189,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

@@ -1,6 +1,6 @@
 """The provider's instructions per send, counted by callgrind: its own work, whatever else the machine does.
 
-    python bench/profile/provider_instructions.py [--sends 300]
+    python -m bench.profile.provider_instructions [--sends 300]
 
 CPU time on a shared 2-core VM moves by half from one hour to the next
 (`bench/profile/provider_cost.py`, the same tree run twice); the number of
@@ -14,7 +14,7 @@ those few requests and its stop. A send's instructions are also given by
 where they ran: the interpreter, SQLite, libc, each extension module.
 Instructions are not time: a cache miss costs more than an instruction, and
 a run's provider finds its caches cold at every send
-(`bench/profile/provider_cost.py --paced`). Needs valgrind (slow: a minute or two).
+(`python -m bench.profile.provider_cost --paced`). Needs valgrind (slow: a minute or two).
 """
 
 from __future__ import annotations
@@ -30,11 +30,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the benchmarks' helpers
-
-import callgrind
-from sides import ROOT
+from bench.support import callgrind
+from bench.support.sides import ROOT
 
 WARM = 20
 TOKEN = "bench-token-bench-token"

@@ -22,8 +22,8 @@ from typing import Any
 from redis import Redis
 from rq import Queue, Retry, get_current_job
 from rq.queue import EnqueueData
-from timed_worker import TimedWorker
 
+from bench.support.timed_worker import TimedWorker
 from labcore.keys import RunKeys
 from workers import client
 from workers.batch import batch

@@ -2,7 +2,7 @@
 a private Redis (broker and result backend) and plain `celery worker` processes draining
 no-op tasks (`noop_task.py`), then everything stopped.
 
-    python bench/support/raw_celery.py TASKS WORKERS [KILLS]
+    python -m bench.support.raw_celery TASKS WORKERS [KILLS]    # from the project's root
 
 The workers take the lab's command line (prefork, one pool child each, no gossip, mingle
 or heartbeats: `testbed/infra/supervisor.py`), each in a fresh interpreter. With KILLS,
@@ -27,8 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-SUPPORT = Path(__file__).resolve().parent
-ROOT = SUPPORT.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+APP = "bench.support.noop_task"  # by its package's name: the workers have the project's root on their path
 
 # The lab's workers' own options (`Supervisor._celery_argv`), but for the queue and the name.
 WORKER_OPTIONS = ["--pool", "prefork", "--concurrency", "1", "--without-gossip", "--without-mingle"]
@@ -55,16 +55,17 @@ def raw_celery(tasks: int, workers: int, kills: int, work: Path) -> None:
         # password: through the environment, as the lab passes it.
         celery_url = "redis+socket" + url.removeprefix("unix") if url.startswith("unix:") else url
         os.environ["RAW_CELERY_URL"] = celery_url
-        path = os.pathsep.join(filter(None, [str(SUPPORT), os.environ.get("PYTHONPATH")]))
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
-        argv = [sys.executable, "-m", "celery", "-A", "noop_task", "worker", "--queues", "raw", *WORKER_OPTIONS]
+        argv = [sys.executable, "-m", "celery", "-A", APP, "worker", "--queues", "raw", *WORKER_OPTIONS]
         for i in range(workers):
             # Each worker's banner and its pool's reports of killed children go to its own log, as the lab's do.
             with open(run_dir / f"raw{i}.log", "wb") as log:
                 command = [*argv, "--hostname", f"raw{i}@bench"]
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
         from celery.result import ResultSet
-        from noop_task import app
+
+        from bench.support.noop_task import app
 
         killers = spread(tasks, kills)
         sent = []
@@ -96,5 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

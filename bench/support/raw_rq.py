@@ -1,7 +1,7 @@
 """Raw RQ, the baseline every benchmark compares the lab with: a private Redis and plain
 `rq worker` processes (the lab's worker class) draining no-op jobs, then everything stopped.
 
-    python bench/support/raw_rq.py OPS WORKERS [FLOOR_URL]
+    python -m bench.support.raw_rq OPS WORKERS [FLOOR_URL]    # from the project's root
 
 With FLOOR_URL (a bare server's), the jobs are `floor_job.attempt`'s.
 
@@ -24,6 +24,10 @@ from pathlib import Path
 
 SUPPORT = Path(__file__).resolve().parent
 ROOT = SUPPORT.parent.parent
+# Raw RQ's job by its plain name, from this folder: a work-horse imports its job's module for
+# every job, and `bench.support.noop_job` would bring `bench` and `bench.support` with it each
+# time (a quarter of a millisecond, 2% of a raw job's CPU), which RQ alone does not pay.
+NOOP = "noop_job.noop"
 
 
 def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False, floor: str | None = None) -> float:
@@ -46,8 +50,8 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False, floor: st
     procs = []
     try:
         # The URL holds the private Redis's password: through the environment, as the lab does.
-        # The lab's worker class unless the caller names one (job_profile.py times its own), and
-        # the caller's path kept after this folder's (a profiler's own worker class is on it).
+        # The lab's worker class unless the caller names one (job_profile.py times its own, by its package's
+        # name), and the caller's path kept after this folder (NOOP) and the project's root (the floor's jobs).
         path = os.pathsep.join(filter(None, [str(SUPPORT), str(ROOT), os.environ.get("PYTHONPATH")]))
         env = {"RQ_WORKER_CLASS": CLASS_PATH, **os.environ, "PYTHONPATH": path}
         env |= {"RQ_KEY_PREFIX": "rq", "RQ_REDIS_URL": url}
@@ -60,7 +64,7 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False, floor: st
             time.sleep(0.05)
         queue = Queue("raw", connection=redis)
         if floor is not None:
-            import floor_job  # only here: raw RQ's own enqueuer imports nothing of the lab's
+            from bench.support import floor_job  # only here: raw RQ's own enqueuer imports nothing of the lab's
         if not whole:
             started = time.perf_counter()
         for first in range(0, ops, 1000):
@@ -68,7 +72,7 @@ def raw_rq(ops: int, workers: int, work: Path, *, whole: bool = False, floor: st
             # expired, and a drain slower than the TTL (a busy machine) would never be counted done.
             count = min(1000, ops - first)
             if floor is None:
-                batch = [Queue.prepare_data("noop_job.noop", result_ttl=3600) for _ in range(count)]
+                batch = [Queue.prepare_data(NOOP, result_ttl=3600) for _ in range(count)]
             else:
                 ids = floor_job.store(redis, first + 1, count)
                 batch = [floor_job.prepared(floor, op) for op in ids]
@@ -101,5 +105,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

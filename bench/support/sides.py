@@ -2,9 +2,11 @@
 before anything is timed, the machine's load, and the two sides they compare (raw RQ
 and the lab) as programs.
 
-Every script puts this folder on its import path first (its modules are imported by
-their plain names, as RQ's workers import the jobs and worker classes here:
-`noop_job.noop`, `timed_worker.TimedWorker`).
+Every script runs from the project's root as a module of the `bench` package
+(`python -m bench.throughput`) and imports these helpers by their package names, as
+the workers it starts import the worker classes and jobs here
+(`bench.support.timed_worker.TimedWorker`; raw RQ's no-op job alone by its plain
+name, `raw_rq.NOOP`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,7 @@ import resource
 import sys
 from pathlib import Path
 
-SUPPORT = Path(__file__).resolve().parent
-BENCH = SUPPORT.parent
-PROFILE = BENCH / "profile"
+BENCH = Path(__file__).resolve().parents[1]
 ROOT = BENCH.parent
 
 CHAOS_JOBS = 1280  # 12 cells x 100 ops, plus a retry for each of the 80 faulted ops
@@ -72,14 +72,14 @@ def parse_sides(parser: argparse.ArgumentParser, ops: int, workers: int) -> argp
 def programs(
     worker_class: str, work: Path, ops: int, workers: int, strategy: str = "provider-key", chaos: bool = False
 ) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The environment (bench/support and bench/profile on the path, the workers of
-    `worker_class`) and the two sides' programs: raw RQ draining `ops` no-op jobs, and
-    `testbed load` with no kills (or the default `testbed chaos`) on as many workers."""
-    path = os.pathsep.join(filter(None, [str(SUPPORT), str(PROFILE), os.environ.get("PYTHONPATH")]))
+    """The environment (the project's root on the path, for the workers of `worker_class`, a
+    module of `bench`) and the two sides' programs, run from the root: raw RQ draining `ops`
+    no-op jobs, and `testbed load` with no kills (or the default `testbed chaos`) on as many workers."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "RQ_WORKER_CLASS": worker_class}
     lab = ["load", "--kill-rate", "0", "--ops", str(ops), "--workers", str(workers), "-s", strategy]
     sides = {
-        "raw RQ": [sys.executable, str(SUPPORT / "raw_rq.py"), str(ops), str(workers)],
+        "raw RQ": [sys.executable, "-m", "bench.support.raw_rq", str(ops), str(workers)],
         "testbed": [sys.executable, "-m", "testbed", *(["chaos"] if chaos else lab), "--no-store"],
     }
     sides["testbed"] += ["--json", str(work / "run.json")]

@@ -1,6 +1,6 @@
 """An RQ worker of the lab's class that records what each of its work-horses cost, for `job_profile.py`.
 
-    RQ_WORKER_CLASS=timed_worker.TimedWorker  (with this folder on PYTHONPATH)
+    RQ_WORKER_CLASS=bench.support.timed_worker.TimedWorker  (with the project's root on PYTHONPATH)
 
 Per work-horse, one line in $JOB_PROFILE_DIR/<pid>.horse: the CPU it had
 used on entering RQ's `main_work_horse` (the fork's return) and on calling

@@ -3,7 +3,7 @@ identity as Idempotency-Key, over plain http.client (the built-in's own client).
 against `-s provider-key`, it isolates what the user-job path costs: the job wrapper, the
 scoped URL at the provider, and the boundaries marked by hand (http.client is not instrumented).
 
-    testbed load --kill-rate 0 --handler wire_job:send --path bench/support
+    testbed load --kill-rate 0 --handler bench.support.wire_job:send    # from the project's root
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Redis on one, the provider on another, a `testbed host` on each worker host,
 the lab on the last. The bridge lives in a namespace of its own: nothing is
 added to the machine's own network, and no traffic leaves these namespaces.
 
-Used by the tests across hosts and by `bench/explore.py --hosts`. Needs root.
+Used by the tests across hosts and by `python -m bench.explore --hosts`. Needs root.
 """
 
 from __future__ import annotations
