@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import uuid
 from typing import Any
 
@@ -29,6 +30,7 @@ OP_ATTRIBUTE = "op_id"
 # A sandbox's: moto takes any credentials in any region.
 _SANDBOX = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 _HOLD_SECONDS = 30  # how long the reader keeps a message it has read from everyone else
+_READS, _AGAIN_SECONDS = 20, 0.25  # another reader gives its messages back as soon as it has read them
 
 
 def client(endpoint: str) -> Any:
@@ -72,41 +74,54 @@ def effects(destination_url: str, op_ids: list[str]) -> dict[str, list[str]]:
     """The evidence: the message ids the queue holds for each op, read from the queue itself.
 
     Every message is received (so held from other consumers for a while), then made visible
-    again. SQS FIFO does not hand out a second message of a group while the first is held:
-    if the queue holds more messages than could be read, this raises rather than undercount."""
+    again. SQS FIFO does not hand out a second message of a group while the first is held,
+    and another cell's reader may hold some of them for the moment it reads them: while the
+    queue holds more messages than could be read, this reads again, and raises rather than
+    undercount if that does not pass."""
     sqs = client(destination_url)
     try:
         url = str(sqs.get_queue_url(QueueName=QUEUE)["QueueUrl"])
     except sqs.exceptions.QueueDoesNotExist:
         return {}
-    read: dict[str, str] = {}  # message id -> op id
-    handles: list[str] = []
-    while True:
-        got = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=_HOLD_SECONDS,
-            MessageAttributeNames=[OP_ATTRIBUTE],
-        ).get("Messages", [])
-        if not got:
+    for _ in range(_READS):
+        read, held = _read_all(sqs, url)
+        if held == len(read):
             break
-        for message in got:
-            read[message["MessageId"]] = message.get("MessageAttributes", {}).get(OP_ATTRIBUTE, {}).get("StringValue")
-            handles.append(message["ReceiptHandle"])
-    try:
-        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-        held = sum(int(counts.get(name, 0)) for name in names)
-        if held != len(read):
-            raise RuntimeError(f"{QUEUE} holds {held} messages and {len(read)} could be read")
-    finally:
-        for start in range(0, len(handles), 10):
-            batch = handles[start : start + 10]
-            entries = [{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(batch)]
-            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        time.sleep(_AGAIN_SECONDS)
+    else:
+        raise RuntimeError(f"{QUEUE} holds {held} messages and {len(read)} could be read")
     wanted = set(op_ids)
     found: dict[str, list[str]] = {}
     for message_id, op in read.items():
         if op in wanted:
             found.setdefault(op, []).append(message_id)
     return found
+
+
+def _read_all(sqs: Any, url: str) -> tuple[dict[str, str], int]:
+    """Every message that could be read (message id -> op id), made visible again at once,
+    and how many the queue says it holds."""
+    read: dict[str, str] = {}
+    handles: list[str] = []
+    try:
+        while True:
+            got = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=_HOLD_SECONDS,
+                MessageAttributeNames=[OP_ATTRIBUTE],
+            ).get("Messages", [])
+            if not got:
+                break
+            for message in got:
+                attribute = message.get("MessageAttributes", {}).get(OP_ATTRIBUTE, {})
+                read[message["MessageId"]] = attribute.get("StringValue")
+                handles.append(message["ReceiptHandle"])
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return read, sum(int(counts.get(name, 0)) for name in names)
+    finally:
+        for start in range(0, len(handles), 10):
+            batch = handles[start : start + 10]
+            entries = [{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(batch)]
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)

@@ -105,13 +105,22 @@ def _destination(fields: dict[str, Any]) -> Destination:
         raise Invalid from None
 
 
+# What `labcore.destination.parse_url` takes, as the document says it: http(s), a host (a name or
+# an IPv4 address; an IPv6 literal is taken, not documented), a port in range, a path; no query,
+# fragment or credentials.
+_PORT = "([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+URL_PATTERN = rf"https?://[A-Za-z0-9._~-]+(:{_PORT})?(/[^?#@\x00-\x20]*)?"
+# What `labcore.destination.parse_rule` takes: a 'Header: value', a field=value, or a METHOD [/path*].
+RULE_PATTERN = r"\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+\s*:[\s\S]*|[^=\s]+=[\s\S]*|[A-Z]+( +/[\s\S]*)?\s*)"
 DESTINATION_BODY: Object[Destination] = Object(
     "DestinationBody",
     (
-        Property("url", Text(min_length=1, max_length=MAX_URL), description="the destination's base URL"),
+        Property(
+            "url", Text(min_length=1, max_length=MAX_URL, pattern=URL_PATTERN), description="the destination's base URL"
+        ),
         Property(
             "effects",
-            Items(Text(min_length=1, max_length=500), MAX_RULES),
+            Items(Text(min_length=1, max_length=500, pattern=RULE_PATTERN), MAX_RULES),
             default=[],
             description="which requests are effects (labcore.destination); none: POST, PUT, PATCH and DELETE",
         ),
@@ -180,7 +189,10 @@ LOG = Object(
 OFFSET = _answer("Offset", ("offsetSeconds", Number()))
 WITHDRAWN = _answer("Withdrawn", ("withdrawn", COUNT))
 SCOPE = _answer("ScopeOut", ("ledger", STRING))
-DESTINATION = _answer("DestinationOut", ("ledger", STRING), ("destination", DESTINATION_BODY))
+# The destination as the provider keeps it: each rule spelled as it reads it ('name: value'), which
+# may be a character longer than the rule as given.
+DESTINATION_KEPT = _answer("DestinationKept", ("url", STRING), ("effects", Items(STRING, MAX_RULES)))
+DESTINATION = _answer("DestinationOut", ("ledger", STRING), ("destination", DESTINATION_KEPT))
 COUNTS = _answer(
     "Counts", ("effects", COUNT), ("withdrawn", COUNT), ("declined", COUNT), ("sends", COUNT), ("lookups", COUNT)
 )

@@ -3,6 +3,7 @@ was killed (its process holds a lock on its directory while it goes); its provid
 read without a byte written beside it; its history cut short or out of order refused;
 its verdict never pass for a run the lab could not finish."""
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -78,7 +79,8 @@ def test_a_run_whose_logs_were_kept_has_ended_its_missing_results_are_damage(tmp
 def wal_log(path: Path) -> None:
     """A provider's log as the provider leaves it: in WAL mode."""
     Store(path).close()
-    with sqlite3.connect(path) as db:
+    # Closed here, not whenever it is collected: the last connection's close checkpoints the WAL.
+    with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
