@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from labcore import procs
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
 from workers.specs import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
@@ -67,8 +68,9 @@ def check(
     """Import the handlers in a process of their own, as a work-horse will (the
     lab never imports users' code); the installed libraries they import. The check
     runs in a process group of its own, stopped whole once it is over or past its
-    deadline: a module that loops, or leaves a process behind, at import holds up
-    nothing. Its output goes to files, not pipes, which such a process would hold open."""
+    deadline, with every process below it (a daemon in a session of its own included):
+    a module that loops, or leaves a process behind, at import holds up nothing. Its
+    output goes to files, not pipes, which such a process would hold open."""
     argv = [sys.executable, "-m", "workers.importcheck", *handlers]
     for path in paths:
         argv += ["--path", path]
@@ -107,8 +109,13 @@ def bounded(
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """The check and whatever it started at import, SIGKILLed; the check reaped. Its group
-    outlives it while a member does, so its id names no other group then."""
+    """The check and whatever it started at import, SIGKILLed; the check reaped. A check that
+    ended stopped what it started itself (`workers.importcheck`); one past its deadline adopts
+    what its module started, in whatever session, so everything below it is stopped while it
+    lives, as the orphans of each kill come to it. Its group outlives it while a member does,
+    so its id names no other group then."""
+    while procs.stop_descendants(proc.pid, grace=0):  # the dead stay as its zombies: not counted again
+        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
