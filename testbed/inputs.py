@@ -68,11 +68,16 @@ def opened(path: Path, cap: int | None = None) -> IO[bytes]:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise InputError(f"{_KINDS.get(stat.S_IFMT(info.st_mode), 'something')}, not a regular file")
+        raise InputError(f"{kind(info.st_mode)}, not a regular file")
     if cap is not None and info.st_size > cap:
         os.close(fd)
         raise InputError(f"{info.st_size:,} bytes, over the {cap:,} the lab reads")
     return os.fdopen(fd, "rb")
+
+
+def kind(mode: int) -> str:
+    """What a file of this mode (os.stat's st_mode) is, as an error line names it."""
+    return _KINDS.get(stat.S_IFMT(mode), "something else")
 
 
 def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
@@ -96,6 +101,8 @@ def _depth(text: str | bytes) -> int:
 
 
 _KINDS = {
+    stat.S_IFREG: "a regular file",
+    stat.S_IFLNK: "a symbolic link",
     stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a device",

@@ -176,6 +176,16 @@ def test_runs_lists_a_run_whose_results_cannot_be_read_as_damaged(
     assert listed.split()[:2] == ["run", "?"] and "damaged" in listed.split(), out
 
 
+def test_report_refuses_a_page_that_is_not_a_regular_file(stored: Path, tmp_path: Path, command: Command) -> None:
+    """A FIFO at report.html is neither written through (it would wait for a reader) nor replaced."""
+    run = copied(stored, tmp_path)
+    os.mkfifo(run / "report.html")
+    code, out, err = command("report", str(run))
+    assert (code, out) == (2, "")
+    assert err == f"testbed: error: report {run / 'report.html'}: a FIFO, not a regular file\n"
+    assert (run / "report.html").is_fifo()
+
+
 def checksums(run: Path) -> dict[str, str]:
     return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
 
