@@ -1,6 +1,6 @@
 """This process's own settings in the kernel (Linux's prctl): the signal it gets
-when its parent dies, whether it adopts its orphaned descendants, and the name
-`ps` shows for it.
+when its parent dies, whether it adopts its orphaned descendants (and stops
+them), and the name `ps` shows for it.
 
 Apart from `labcore.procs` (starting and stopping the run's processes, with
 psutil) because the workers and their work-horses need only this: what a
@@ -14,6 +14,7 @@ only sets the death signal and execs, without importing psutil.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -40,6 +41,37 @@ def adopt_orphans() -> None:
     (not init's), wherever it went: it stays found below this process."""
     if _prctl is not None:
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def stop_adopted() -> None:
+    """Linux only: SIGKILL every child of this process and reap it, until none is left. With
+    `adopt_orphans`, as each dies its own children become this process's, and go the same
+    way: nothing started below this process outlives it, whatever session it went to. A
+    child keeps its pid until it is reaped, so no signal reaches a process given that pid."""
+    if _prctl is None:
+        return
+    while children := _children():
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):  # reaped already: its module ignores SIGCHLD
+                os.waitpid(pid, 0)
+
+
+def _children() -> list[int]:
+    """This process's children, zombies included, from /proc (psutil stays out of the workers)."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    # pid (comm) state ppid ...: the name may hold spaces and parentheses.
+                    ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            if ppid == me:
+                found.append(int(entry.name))
+    return found
 
 
 def set_name(name: str) -> None:

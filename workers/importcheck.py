@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from labcore.prctl import adopt_orphans, stop_adopted
 from labcore.scoped import PROVIDER_ENV
 from workers import engines
 from workers.specs import PLACEHOLDER_URL, TargetError, find, libraries_loaded_by, load
@@ -31,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault(PROVIDER_ENV, PLACEHOLDER_URL)
     paths = [os.path.abspath(p) for p in args.path]
+    # A process a module starts at import, in a session of its own or not, stays below this one
+    # (its parent gone, it is adopted here) and is stopped as the check ends: the lab stops only
+    # the check's process group, and, past the deadline, what is below the check.
+    adopt_orphans()
     try:
         libraries = libraries_loaded_by(args.specs, paths)
         if args.app:
@@ -40,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TargetError as exc:
         print(exc, file=sys.stderr)
         return 2
+    finally:
+        stop_adopted()
     print(json.dumps(libraries))
     return 0
 

@@ -28,10 +28,15 @@ class TargetError(Exception):
     """The handler cannot be used; the message is one line."""
 
 
+SHAPE = "must be MODULE:FUNCTION, e.g. myjobs.email:send"  # what `split` says of a spec that is not one
+
+
 def split(spec: str) -> tuple[str, str]:
     module, sep, name = spec.partition(":")
     if not sep or not module or not name or any(not part.isidentifier() for part in name.split(".")):
-        raise TargetError(f"handler {spec!r} must be MODULE:FUNCTION, e.g. myjobs.email:send")
+        raise TargetError(f"handler {spec!r} {SHAPE}")
+    if any(c.isspace() or not c.isprintable() for c in module):  # no module's name: a newline would split its errors
+        raise TargetError(f"handler {spec!r} {SHAPE}")
     return module, name
 
 

@@ -26,8 +26,8 @@ _BYTES_PER_QUEUED_JOB = 1500
 
 def output_file(option: str, path: Path) -> None:
     """A file the run will write at its end: checked now, not after the run."""
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
+    if (held := files.occupant(path)) is not None:  # never written through, nor replaced
+        raise UsageError(f"{option} {path}: {held}, not a regular file")
     parent = path.parent
     if not parent.is_dir():
         raise UsageError(f"{option} {path}: directory {parent} does not exist")

@@ -186,7 +186,7 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     """The exploration on a stack of its own; its results kept like any run's, its
     counterexample beside them. A stack that fails keeps the trials judged before (exit 3)."""
     from testbed.errors import RunFailure
-    from testbed.explore.search import Exploration, explore
+    from testbed.explore.search import Exploration, explore, found_so_far
     from testbed.explore.trials import Trials
     from testbed.lab import session
     from testbed.lab.session import Ran
@@ -205,6 +205,10 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
             done.append(explore(trials, search))
         except RunFailure as exc:
             return Ran(trials.rows, str(exc))
+        except KeyboardInterrupt:  # the run stops and keeps nothing (exit 130): what it had found is said first
+            if (found := found_so_far(trials, search.model_only)) is not None:
+                print(_interrupted(found))
+            raise
         return Ran(trials.rows)
 
     ran = session.execute_on_stack(stack, work, store)
@@ -235,6 +239,23 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     if example is None:
         return 0
     return 1 if example.confirmed else EXIT_UNCONFIRMED
+
+
+def _interrupted(found: TrialResult) -> str:
+    """A failing trial a search stopped before its end had found: neither shrunk to its end nor
+    confirmed, so no counterexample, but its schedule to replay."""
+    from testbed.explore.search import words
+    from testbed.explore.trials import Found
+
+    what = "broke the promise" if found.found is Found.BREACH else "showed a failure of the lab"
+    lines = [
+        f"interrupted after trial {found.row.cell_id} {what}: {found.row.cell.label}"
+        " (not shrunk to its end, not confirmed)",
+        *(f"  {line}" for line in words(found)),
+        "its schedule, to replay with testbed chaos --schedule FILE:",
+        found.trial.schedule.encode().rstrip("\n"),
+    ]
+    return "\n".join(lines)
 
 
 def _heard(judged: TrialResult, phase: str) -> None:

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from typer import Argument, Option
 
+from testbed.cli import checks
 from testbed.cli.base import EXIT_UNCONFIRMED, app, examples
 from testbed.cli.options import Expect
 from testbed.cli.output import write_report
+from testbed.store.layout import REPORT
 from testbed.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ def runs(store: StoreDir = Path("runs")) -> int:
 def report(run: RunName = "latest", store: StoreDir = Path("runs")) -> int:
     """Write a stored run's report.html (self-contained: opens from disk, no network) and print its path."""
     path, _ = _stored(store, run)
+    checks.output_file("report", path / REPORT)
     print(write_report(path))
     return 0
 
@@ -73,7 +76,6 @@ def check(
     verdict and exit code as the run, or the verdict under other expectations. A run whose files do not
     match their schemas is refused first (exit 2); a run the lab could not finish is judged as far as it
     went, and said to be incomplete (exit 3)."""
-    from testbed.cli import checks
     from testbed.experiment.selection import parse_expect
     from testbed.report import findings
     from testbed.store.recheck import recheck, stored_cells

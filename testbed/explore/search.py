@@ -22,11 +22,13 @@ never reported as a counterexample, its schedule kept to replay all the same.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,15 +133,13 @@ class Exploration:
         found = self.counterexample
         if found is not None:
             row = found.row
-            breaking = (row.promise or {}).get("ops", [])
-            history = row.history or {}
             out["counterexample"] = {
                 "found": found.found.value,
                 "target": found.trial.target.name,
                 "handler": found.trial.target.handler,
                 "cell": row.cell_id,
                 "schedule": found.trial.schedule.to_json(),
-                "words": trial_lines(found.trial.schedule, row.op_facts or [], history, breaking),
+                "words": words(found),
                 "reproduced": self.reproduced,
                 "runs": confirming,
                 "confirmed": self.confirmed,
@@ -208,13 +208,14 @@ def explore(run: Trials, search: Search) -> Exploration:
         suppress_health_check=list(HealthCheck),
     )
     try:
-        smallest = find(
-            space,
-            fails,
-            settings=hypothesis,
-            random=random.Random(search.seed) if seeded else None,
-            database_key=search.key(run.settings),
-        )
+        with _hypothesis_home():
+            smallest = find(
+                space,
+                fails,
+                settings=hypothesis,
+                random=random.Random(search.seed) if seeded else None,
+                database_key=search.key(run.settings),
+            )
     except NoSuchExample:
         done.stopped = done.stopped or "no new trial was left to try"
         smallest = None
@@ -234,6 +235,34 @@ def explore(run: Trials, search: Search) -> Exploration:
         done.confirmations = run.run([done.counterexample.trial] * search.confirm, "confirm")
     done.seconds = time.monotonic() - started
     return done
+
+
+@contextlib.contextmanager
+def _hypothesis_home() -> Iterator[None]:
+    """Hypothesis's own files (its cache of the constants of the modules it sees) in a temp dir
+    of the search's, not in a .hypothesis/ of the working directory: the database, given
+    explicitly, is the only thing of Hypothesis's a search keeps (in the store's .hypothesis/)."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    with tempfile.TemporaryDirectory(prefix="hypothesis-") as home:
+        set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            set_hypothesis_home_dir(None)  # Hypothesis's default again: $HYPOTHESIS_STORAGE_DIRECTORY, or ./.hypothesis
+
+
+def words(judged: TrialResult) -> list[str]:
+    """What happened to each op of a trial, one line each, its breaches named."""
+    row = judged.row
+    breaking = (row.promise or {}).get("ops", [])
+    return trial_lines(judged.trial.schedule, row.op_facts or [], row.history or {}, breaking)
+
+
+def found_so_far(run: Trials, model_only: bool) -> TrialResult | None:
+    """The last failing trial judged (while shrinking, the smallest yet): what a search
+    stopped before its end (Ctrl-C) had found."""
+    return next((j for j in reversed(run.judged) if _fails(j, model_only)), None)
 
 
 def _fails(judged: TrialResult, model_only: bool) -> bool:

@@ -15,14 +15,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from labcore import procs
+from testbed import inputs
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
-from workers.specs import USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
+from workers.specs import SHAPE, USER_JOB, USER_JOBS_ENV, TargetError, jobs_env, split
 
 FUNCTION = USER_JOB
 IMPORT_TIMEOUT = 30.0  # seconds the handlers' import check may take (--import-timeout)
 _MAX_IMPORT_TIMEOUT = 3600.0
 _TAIL = 65_536  # bytes of the check's output read back: its last lines are the lab's
+_SAID = 2 * inputs.QUOTED  # characters of its last line an error line repeats
 
 
 def prepare(
@@ -42,10 +45,13 @@ def prepare(
         raise UsageError(f"--import-timeout must be a number of seconds in (0, {_MAX_IMPORT_TIMEOUT:.0f}]")
     try:
         parse_promise(promise)
-        for spec in [*handlers, *([app] if app else [])]:
-            split(spec)
-    except (ValueError, TargetError) as exc:
+    except ValueError as exc:
         raise UsageError(str(exc)) from None
+    for spec in [*handlers, *([app] if app else [])]:
+        try:
+            split(spec)
+        except TargetError:
+            raise UsageError(f"handler {inputs.quoted(repr(spec))} {SHAPE}") from None
     absolute = tuple(str(Path(p).resolve()) for p in paths)
     for path in absolute:
         if not Path(path).is_dir():
@@ -67,20 +73,22 @@ def check(
     """Import the handlers in a process of their own, as a work-horse will (the
     lab never imports users' code); the installed libraries they import. The check
     runs in a process group of its own, stopped whole once it is over or past its
-    deadline: a module that loops, or leaves a process behind, at import holds up
-    nothing. Its output goes to files, not pipes, which such a process would hold open."""
+    deadline, with every process below it (a daemon in a session of its own included):
+    a module that loops, or leaves a process behind, at import holds up nothing. Its
+    output goes to files, not pipes, which such a process would hold open."""
     argv = [sys.executable, "-m", "workers.importcheck", *handlers]
     for path in paths:
         argv += ["--path", path]
     if app:
         argv += ["--engine", engine, "--app", app]
-    named = ", ".join(handlers)
+    named = inputs.quoted(", ".join(handlers))
     code, stdout, stderr = bounded(argv, os.environ | env, timeout)
     if code is None:
         raise UsageError(f"importing {named} took longer than {timeout:g} s (--import-timeout)")
     if code != 0:
         lines = stderr.strip().splitlines()
-        raise UsageError(lines[-1] if lines else f"importing {named} exited with {code}")
+        # It repeats the spec, and the module's own words: a few hundred characters of them at most.
+        raise UsageError(inputs.quoted(lines[-1], _SAID) if lines else f"importing {named} exited with {code}")
     try:  # the last line: the handlers' own output comes first
         return [str(name) for name in json.loads(stdout.strip().splitlines()[-1])]
     except (ValueError, IndexError, TypeError):
@@ -107,8 +115,13 @@ def bounded(
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """The check and whatever it started at import, SIGKILLed; the check reaped. Its group
+    """The process and whatever the user's code started under it, SIGKILLed; the process
+    reaped. The import check, ended, stopped what it started itself (`workers.importcheck`);
+    past its deadline it adopts what its module started, in whatever session, so everything
+    below it is stopped while it lives, as the orphans of each kill come to it. Its group
     outlives it while a member does, so its id names no other group then."""
+    while procs.stop_descendants(proc.pid, grace=0):  # the dead stay as its zombies: not counted again
+        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -8,7 +8,10 @@ and O_NOFOLLOW besides: a name already taken, a planted symlink included, is
 never opened but passed over), written through its own descriptor, and renamed
 over its place (`os.replace`). A rename replaces whatever is at the final
 name, a symlink too, and never writes through it. Its mode is the one a new
-file gets: 0o666 under the user's umask.
+file gets: 0o666 under the user's umask. What a rename must not replace is
+refused instead (`occupant`): a name that is not a regular file or a link to
+one (a device, a FIFO, a directory: `--json /dev/null`), or a link through
+/proc (`/dev/stdout`), which names one of the process's descriptors.
 
 A file written as the run goes (history.jsonl) cannot wait for a rename: it
 is created new under its own name (`created`), in the run's own new directory.
@@ -22,15 +25,18 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from testbed import inputs
 from testbed.errors import RunFailure
 
 # A new file only, never through a symlink, not inherited by the processes a run starts.
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MODE = 0o666  # the kernel applies the umask, as to any new file
+_HOPS = 40  # links followed at most, as the kernel does
 _TRIES = 100  # temp names taken before giving up: with 64 random bits, only a hostile directory takes one
 
 
@@ -70,6 +76,8 @@ def replaced(path: Path) -> Iterator[BinaryIO]:
             yield out
             out.flush()
             os.fsync(out.fileno())  # whole on disk before it takes the name (and ENOSPC shows here, not later)
+        if (held := occupant(path)) is not None:  # it came there while the file was written
+            raise Unwritable(path, ValueError(f"{held}, not a regular file: never replaced"))
         os.replace(temp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -77,6 +85,25 @@ def replaced(path: Path) -> Iterator[BinaryIO]:
         if isinstance(exc, OSError):
             raise Unwritable(path, exc) from None
         raise
+
+
+def occupant(path: Path) -> str | None:
+    """What is at `path` that a rename must not replace, in words; None where nothing is, or a
+    regular file, or a link to one (a planted link is replaced, never followed)."""
+    try:
+        mode = os.stat(path).st_mode  # through links
+    except OSError:
+        return None  # nothing there, or a dangling link: made, or replaced
+    if not stat.S_ISREG(mode):
+        return inputs.kind(mode)
+    hop = path
+    for _ in range(_HOPS):
+        if not hop.is_symlink():
+            return None
+        hop = hop.parent / os.readlink(hop)
+        if hop.is_relative_to("/proc"):
+            return f"a link to a descriptor of the process ({hop})"
+    return None
 
 
 def probe(path: Path) -> None:

@@ -34,6 +34,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from labcore.events import EventKind, Noted
 from provider.store import ReferenceRecord
+from testbed import inputs
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
@@ -209,16 +210,16 @@ def read_provider_records(run: Path) -> Iterator[ProviderRecordsLine]:
 
 
 def _lines(path: Path) -> Iterator[tuple[str, bytes]]:
-    """Each line that is not blank, and where it is (`path:number`)."""
-    try:
-        lines = open(path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
+    """Each line that is not blank, and where it is (`path:number`): UsageError, one line naming
+    the file, where it is not a regular file or has a line over `inputs.LINE_CAP` bytes. Its
+    size is not capped: a run writes a line per op, and the file is read a line at a time."""
     name = shown(path)
-    with lines:
-        for number, line in enumerate(lines, 1):
+    try:
+        for number, line in inputs.lines(path):
             if line.strip():
                 yield f"{name}:{number}", line
+    except inputs.InputError as exc:
+        raise UsageError(f"cannot read {name}: {exc}") from None
 
 
 # ---------------------------------------------------------------- schemas

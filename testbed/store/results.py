@@ -24,6 +24,7 @@ from labcore.boundaries import parse_boundary
 from labcore.delivery import known
 from labcore.faults import Fault
 from labcore.schedule import Schedule, ScheduleError
+from testbed import inputs
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell, cell_label
 from testbed.experiment.scenarios import parse_scenario
@@ -40,6 +41,8 @@ from workers.strategies import STRATEGIES
 Verdict = Literal["pass", "fail", "withheld"]
 # A run's: incomplete when a part of the lab failed (exit 3), whatever its judged cells say.
 RunVerdict = Literal["pass", "fail", "incomplete"]
+# The most of a results.json read back: the article's matrix writes about 60 KB, a trial's op facts a few MB.
+RESULTS_BYTES = inputs.CAP
 
 
 # ---------------------------------------------------------------- a row
@@ -528,11 +531,12 @@ def parse_row(row: dict[str, Any]) -> ResultRow:
 
 
 def read(path: Path) -> Results:
-    """A results.json: Mismatch where it does not match, UsageError where it cannot be read."""
+    """A results.json: Mismatch where it does not match (pydantic's parser caps its depth),
+    UsageError where it cannot be read (not a regular file, or over RESULTS_BYTES)."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
+        text = inputs.read_bytes(path, RESULTS_BYTES)
+    except inputs.InputError as exc:
+        raise UsageError(f"cannot read {shown(path)}: {exc}") from None
     return parse(text, shown(path))
 
 

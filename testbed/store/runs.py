@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
 
 from provider.store import LogReader, ReferenceRecord
+from testbed import inputs
 from testbed.errors import RunFailure, UsageError
 from testbed.store import files
 from testbed.store.files import Unwritable
@@ -229,10 +230,11 @@ class StoredLog(LogReader):
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        try:  # what SQLite would only call a disk I/O error (a directory in its place, no permission)
-            path.open("rb").close()
-        except OSError as exc:
-            raise UsageError(f"cannot read {_shown(path)}: {exc.strerror}") from None
+        # What SQLite would only call a disk I/O error (a directory in its place, no permission), or hang on (a FIFO).
+        try:
+            inputs.opened(path).close()
+        except inputs.InputError as exc:
+            raise UsageError(f"cannot read {_shown(path)}: {exc}") from None
         uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro&immutable=1"
         try:
             self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)

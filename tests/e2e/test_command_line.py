@@ -32,10 +32,13 @@ def refused(ran: Ran, message: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--json", "."], "--json .: is a directory"),
+        (["--json", "."], "--json .: a directory, not a regular file"),
         (["--json", "/proc/results.json"], "not writable"),
         (["--json", "no/such/dir/results.json"], "directory no/such/dir does not exist"),
-        (["--junit", "."], "--junit .: is a directory"),
+        (["--junit", "."], "--junit .: a directory, not a regular file"),
+        # As root, /dev is writable: a rename there would replace the link, or the device, with a file.
+        (["--json", "/dev/stdout"], "--json /dev/stdout: a link to a descriptor of the process (/proc/self/fd/1)"),
+        (["--junit", "/dev/null"], "--junit /dev/null: a device, not a regular file"),
         (["--client-timeout", "nan"], "--client-timeout must be from 0.05 to 3,600 (got nan)"),
         (["--ops", "99999999999999999999999"], "--ops must be from 1 to 10,000,000"),
         (["--ops", "1000000"], "add --yes to run it"),
@@ -134,7 +137,7 @@ def test_load_without_a_terminal_prints_no_empty_progress(workdir: Path) -> None
     [
         (["--host", "8.8.8.8", "--port", "0"], "--host 8.8.8.8: not an address of this machine"),
         (["--port", "99999"], "--port must be from 0 to 65,535 (got 99,999)"),
-        (["--db", "."], "--db .: is a directory"),
+        (["--db", "."], "--db .: a directory, not a regular file"),
     ],
 )
 def test_provider_input_is_checked_up_front(workdir: Path, args: list[str], message: str) -> None:

@@ -4,6 +4,8 @@ failure shrunk, confirmed and replayed; the model against every built-in; the wo
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.schedule import Schedule
-from tests.support.helpers import Ran, assert_left_nothing, run_testbed
+from tests.support.helpers import Ran, assert_left_nothing, finish, run_testbed, start_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -100,6 +102,27 @@ def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
     assert "counterexample" not in summary and "its budget of 40 trials was spent" in ran.stdout
     assert {s["fault"] for s in summary["coverage"]} >= {"kill", "timeout", "kill-worker", "hold"}
     assert any(s["attempt"] >= 2 and s["struck"] for s in summary["coverage"])  # recovery attempts struck too
+    # Nothing of Hypothesis's in the working directory (no .hypothesis/): nothing is kept.
+    assert sorted(p.name for p in workdir.iterdir()) == ["results.json", "stderr.txt", "stdout.txt", "tmp"]
+
+
+def test_an_interrupted_search_says_the_breach_it_had_found(workdir: Path) -> None:
+    """Ctrl-C once a trial broke the promise, while it is shrunk or confirmed: exit 130, nothing
+    kept, but the breach and its schedule said first."""
+    proc, _, err = start_testbed(["-s", "record-before", "--seed", "1", "--no-store"], workdir, command="explore")
+    deadline = time.monotonic() + 120
+    while " breach " not in err.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    ran = finish(proc, workdir, 60)
+    assert ran.code == 130, ran.stdout + ran.stderr
+    assert ran.stderr.endswith("testbed: error: interrupted; everything the run started has been stopped\n")
+    head, schedule = ran.stdout.split("its schedule, to replay with testbed chaos --schedule FILE:\n")
+    assert "broke the promise: record-before @ schedule" in head and "job finished: missing" in head, head
+    assert Schedule.decode(schedule).strikes
+    assert ran.results is None and not (workdir / "runs").exists() and not (workdir / ".hypothesis").exists()
+    assert_left_nothing(ran)
 
 
 def test_held_ops_never_take_every_worker(workdir: Path) -> None:

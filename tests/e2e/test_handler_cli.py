@@ -26,6 +26,9 @@ def examples_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         (["--handler", "tests.support.userjobs:NOT_A_FUNCTION"], "NOT_A_FUNCTION is not callable (it is a int)"),
         (["--handler", "send"], "handler 'send' must be MODULE:FUNCTION"),
+        # A newline in a spec is shown escaped, never split the error line (no module's name has one).
+        (["--handler", "no\nsuch:send"], "handler 'no\\nsuch:send' must be MODULE:FUNCTION"),
+        (["--handler", "x" * 5000 + ":send"], " characters)"),
         (["--handler", "examples.keyed:send", "--promise", "twice"], "unknown promise 'twice'"),
         (["--handler", "examples.keyed:send", "--path", "no/such/dir"], "is not a directory"),
         (["--expect", "examples.keyed:send@none=1/0"], "unknown strategy 'examples.keyed:send'"),
@@ -37,6 +40,7 @@ def test_bad_handlers_exit_2_with_one_line_before_anything_starts(workdir: Path,
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1, ran.stderr
     assert lines[0].startswith("testbed: error: ") and message in lines[0]
+    assert len(lines[0]) < 600, "an error line repeats a few hundred characters of its input at most"
     assert ran.results is None
     assert_left_nothing(ran)
 

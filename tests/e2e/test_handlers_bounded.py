@@ -86,3 +86,25 @@ def test_a_temp_dir_named_in_multibyte_characters_falls_back_to_tcp() -> None:
         assert_left_nothing(ran)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("loops", "said"),
+    [
+        (False, "handler tests.support.daemon_at_import:send: send is not callable (it is a int)"),
+        (True, "importing tests.support.daemon_at_import:send took longer than 2 s (--import-timeout)"),
+    ],
+    ids=["the check ends", "past its deadline"],
+)
+def test_a_daemon_a_handler_leaves_at_import_is_stopped_with_the_check(
+    workdir: Path, pids: Path, monkeypatch: pytest.MonkeyPatch, loops: bool, said: str
+) -> None:
+    """Out of the check's process group and session, its parent gone, deaf to SIGTERM."""
+    if loops:
+        monkeypatch.setenv("THEN_LOOP", "1")
+    args = ["--handler", "tests.support.daemon_at_import:send", "--import-timeout", "2", "-b", "none", "--ops", "2"]
+    ran = run_testbed(args, workdir, timeout=60)
+    assert ran.code == 2
+    assert ran.stderr.strip().splitlines() == [f"testbed: error: {said}"]
+    assert len(list(pids.iterdir())) == 1 and left_alive(pids) == []
+    assert_left_nothing(ran)

@@ -5,6 +5,7 @@ listed as interrupted, and a stored run is left as it was, byte for byte."""
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import signal
@@ -104,16 +105,39 @@ def directory(path: Path) -> None:
     path.mkdir()
 
 
+def fifo(path: Path) -> None:
+    """Opened as a file, it would wait for a writer for ever."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+def zeros(path: Path) -> None:
+    """Read whole, it would take all the memory."""
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def huge(path: Path) -> None:
+    """Past any cap, and no line end in it: 2 GB, sparse, most of it nothing."""
+    with path.open("r+b") as out:
+        out.truncate(2 << 30)
+
+
 DAMAGES: list[tuple[str, Callable[[Path], None]]] = [
     ("truncated", truncated),
     ("garbage", garbage),
     ("missing", missing),
     ("a directory", directory),
+    ("a FIFO", fifo),
+    ("a link to /dev/zero", zeros),
+    ("huge", huge),
 ]
 CASES = [
     pytest.param(name, damage, id=f"{name}-{how}")
     for name in ("results.json", "history.jsonl", "provider.sqlite3", "provider-records.jsonl")
     for how, damage in DAMAGES
+    # SQLite reads the pages its header names, on demand: zeros past them are no damage.
+    if (name, how) != ("provider.sqlite3", "huge")
 ]
 CASES += [
     pytest.param(name, lines_cut, id=f"{name}-cut at a line") for name in ("history.jsonl", "provider-records.jsonl")
@@ -138,6 +162,28 @@ def test_a_damaged_file_is_named_in_one_line_by_check_report_and_compare(
         assert err.startswith("testbed: error: ") and err.count("\n") == 1, err
         assert name in err, f"{args[0]} does not name {name}: {err}"
     assert not (run / "report.html").exists()
+
+
+@pytest.mark.parametrize("damage", [fifo, zeros, huge])
+def test_runs_lists_a_run_whose_results_cannot_be_read_as_damaged(
+    stored: Path, tmp_path: Path, command: Command, damage: Callable[[Path], None]
+) -> None:
+    run = copied(stored, tmp_path)
+    damage(run / "results.json")
+    code, out, err = command("runs", "--store", str(tmp_path))
+    assert (code, err) == (0, "")
+    (listed,) = out.splitlines()[1:]
+    assert listed.split()[:2] == ["run", "?"] and "damaged" in listed.split(), out
+
+
+def test_report_refuses_a_page_that_is_not_a_regular_file(stored: Path, tmp_path: Path, command: Command) -> None:
+    """A FIFO at report.html is neither written through (it would wait for a reader) nor replaced."""
+    run = copied(stored, tmp_path)
+    os.mkfifo(run / "report.html")
+    code, out, err = command("report", str(run))
+    assert (code, out) == (2, "")
+    assert err == f"testbed: error: report {run / 'report.html'}: a FIFO, not a regular file\n"
+    assert (run / "report.html").is_fifo()
 
 
 def checksums(run: Path) -> dict[str, str]:

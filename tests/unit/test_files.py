@@ -69,6 +69,35 @@ def test_a_symlink_planted_at_the_files_own_name_is_replaced_not_followed(tmp_pa
     assert not target.is_symlink() and target.read_bytes() == b"{}\n"
 
 
+def test_what_is_not_a_regular_file_at_the_files_own_name_is_never_replaced(tmp_path: Path) -> None:
+    """A FIFO (or a device, or /dev/stdout's link to a descriptor) that came there meanwhile: kept, nothing left."""
+    target = tmp_path / "results.json"
+    os.mkfifo(target)
+    refused = pytest.raises(Unwritable, match=r"results\.json: a FIFO, not a regular file: never replaced$")
+    with refused, files.replaced(target) as out:
+        out.write(b"{}\n")
+    assert stat.S_ISFIFO(target.lstat().st_mode) and listing(tmp_path) == {"results.json": "file"}
+
+
+@pytest.mark.parametrize(
+    ("name", "held"),
+    [
+        ("/dev/stdout", "a link to a descriptor of the process (/proc/self/fd/1)"),
+        ("/dev/null", "a device"),
+        ("/", "a directory"),
+    ],
+)
+def test_what_a_rename_must_not_replace_is_named(name: str, held: str) -> None:
+    assert files.occupant(Path(name)) == held
+
+
+def test_nothing_a_regular_file_or_a_link_to_one_may_be_replaced(tmp_path: Path, secret: Path) -> None:
+    (tmp_path / "link").symlink_to(secret)
+    (tmp_path / "dangling").symlink_to(tmp_path / "none")
+    assert [files.occupant(tmp_path / n) for n in ("none", "link", "dangling")] == [None, None, None]
+    assert files.occupant(secret) is None
+
+
 def test_every_temp_name_taken_is_passed_over_never_opened(
     tmp_path: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,7 +113,7 @@ def test_the_store_keeps_the_log_as_one_file(tmp_path: Path) -> None:
             r"SQLite can read: file is not a database",
         ),
         (lambda p: p.write_bytes(b""), r"SQLite can read: no such table: effects"),
-        (lambda p: (p.unlink(), p.mkdir()), r"cannot read .*provider\.sqlite3: Is a directory"),
+        (lambda p: (p.unlink(), p.mkdir()), r"cannot read .*provider\.sqlite3: a directory, not a regular file"),
     ],
     ids=["garbage", "empty", "a directory"],
 )
