@@ -331,7 +331,7 @@ def _cell_facts(
 ) -> list[timelines.CellFacts]:
     """What the page knows of each row's cell, for its timeline."""
     out = []
-    for row, history, judged in zip(results.rows, per_row, reading.judged(results, lines), strict=True):
+    for row, history, judged in zip(results.rows, per_row, reading.cell_streams(results, lines), strict=True):
         out.append(
             timelines.CellFacts(
                 history,

@@ -86,16 +86,16 @@ def histories(results: Results, stream: Iterable[Line] | None = None) -> list[Hi
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
+class CellStream:
     """What the stream says of a row's cell besides its events."""
 
     ledger: str | None = None  # its ledger at the provider
     intents: list[list[LocalFacts]] = field(default_factory=list)  # each logical action's ops
 
 
-def judged(results: Results, stream: Iterable[Line] | None = None) -> list[Judged]:
+def cell_streams(results: Results, stream: Iterable[Line] | None = None) -> list[CellStream]:
     """Per row (in the document's order), its cell's ledger and facts lines."""
-    out = [Judged() for _ in results.rows]
+    out = [CellStream() for _ in results.rows]
     index = {r.cell: i for i, r in enumerate(results.rows) if r.cell is not None}
     for line in stream or ():
         if isinstance(line, FactsLine):
@@ -105,5 +105,5 @@ def judged(results: Results, stream: Iterable[Line] | None = None) -> list[Judge
         elif isinstance(line, CellLine):
             i = index.get(line.cell)
             if i is not None:
-                out[i] = Judged(line.ledger, out[i].intents)
+                out[i] = CellStream(line.ledger, out[i].intents)
     return out

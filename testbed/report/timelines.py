@@ -100,7 +100,7 @@ class Span:
 @dataclass(slots=True)
 class OpRow:
     op: str
-    judged: Judged | None  # None: not judged here (an op's own chart)
+    judged: ActionFate | None  # None: not judged here (an op's own chart)
     bars: list[Bar] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
@@ -167,7 +167,7 @@ class CellFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
+class ActionFate:
     """What became of a logical action (all its ops): its outcome, and the facts it rests on, which
     `word` (for its row) and `said` (the whole story) put in words, for the rows shown only."""
 
@@ -215,12 +215,12 @@ class Judged:
         return _words(*first, *job)
 
 
-def judge(
+def fate_of(
     at_provider: Sequence[AtProvider | None],
     local: Sequence[LocalFacts],
     held: HeldOp | None = None,
     breach: str | None = None,
-) -> Judged:
+) -> ActionFate:
     """What became of a logical action (all its ops), from the provider's side where the run kept it."""
     state = (held.state, held.reason) if held else ("", "")
     if not held:
@@ -229,13 +229,13 @@ def judge(
             state = (stuck.outcome.value, stuck.detail)
     if not at_provider or any(a is None for a in at_provider):
         named: dict[str | None, OpOutcome] = {"duplicated": "duplicated", "missing": "missing"}
-        return Judged(named.get(breach) or ("held" if state[0] else "unknown"), local, held=state)
+        return ActionFate(named.get(breach) or ("held" if state[0] else "unknown"), local, held=state)
     known = [a for a in at_provider if a is not None]
     effects = sum(a.effects for a in known)
     withdrawn = sum(a.withdrawn for a in known)
     done = any(f.outcome in LOCALLY_DONE for f in local)  # with no effect: the article's sign of silent loss
     outcome = classify(effects, any(a.declined for a in known), done, bool(state[0])).outcome
-    return Judged(outcome, local, effects, withdrawn, state, done)
+    return ActionFate(outcome, local, effects, withdrawn, state, done)
 
 
 def _plainly_once(ops: Sequence[LocalFacts], logged: Mapping[str, AtProvider], held: Mapping[str, HeldOp]) -> bool:
@@ -271,16 +271,16 @@ def cell_timeline(cell: CellFacts, limit: int = ROWS) -> CellTimeline:
     def at(op: str) -> AtProvider | None:
         return None if ledger is None else ledger.of(op)
 
-    def verdict(op: str) -> Judged:
+    def verdict(op: str) -> ActionFate:
         ops = intent_of.get(op) or [_from_events(op, cell.events.get(op, ()))]
         name = next((h for h in (held.get(f.op) for f in ops) if h is not None), None)
-        return judge([at(f.op) for f in ops], ops, name, breach.get(op))
+        return fate_of([at(f.op) for f in ops], ops, name, breach.get(op))
 
     logged = ledger.ops if ledger is not None else {}
     # Each logical action once, under its first op; an op a fault struck stands for its own.
     candidates = {op: None for op, events in cell.events.items() if faulted(events)}
     named = [*held, *breach, *cell.differing]
-    outcome: dict[str, Judged] = {}
+    outcome: dict[str, ActionFate] = {}
     for op in [*candidates, *named]:
         outcome[op] = verdict(op)
     for ops in cell.intents:  # a bad op no fault struck (a long cell has many good ones: looked at quickly)
@@ -327,7 +327,7 @@ def op_row(
     events: Sequence[Event],
     zero: float,
     effects: Sequence[tuple[str, Effect, float, bool]],
-    judged: Judged | None,
+    judged: ActionFate | None,
 ) -> OpRow:
     """An op's row: its events as bars, marks and spans, and the provider's effects
     (`effects`: the op that made each, the effect, its time on the lab's clock and whether that is

@@ -17,7 +17,7 @@ from provider.ledger import SendTicket
 from provider.store import Store
 from testbed.report import effects, html, page, plots, timelines
 from testbed.report.effects import AtProvider, Effect, Ledger, ProviderSide
-from testbed.report.timelines import CellFacts, cell_timeline, judge
+from testbed.report.timelines import CellFacts, cell_timeline, fate_of
 from testbed.store import history
 from testbed.store import results as stored
 from testbed.store.formats import StoredEvent
@@ -192,7 +192,7 @@ def test_what_became_of_an_op(
     outcome: str,
     word: str,
 ) -> None:
-    judged = judge(at_provider, facts, held, breach)
+    judged = fate_of(at_provider, facts, held, breach)
     assert (judged.outcome, judged.word) == (outcome, word)
 
 
