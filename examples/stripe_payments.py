@@ -53,7 +53,12 @@ def payment_intent(op_id: str, payload: dict[str, Any]) -> str:
 def customer(op_id: str, payload: dict[str, Any]) -> str:
     """A Customer for the op, keyed by the op's id: `payment_intent` on stripe-stateful-mock's resources."""
     _use(os.environ["TESTBED_DESTINATION_URL"])
-    return str(stripe.Customer.create(metadata={OP_METADATA: op_id}, idempotency_key=_key(op_id)).id)
+    made = stripe.Customer.create(email=_email(op_id), metadata={OP_METADATA: op_id}, idempotency_key=_key(op_id))
+    return str(made.id)
+
+
+def _email(op_id: str) -> str:
+    return f"{_key(op_id)}@testbed.invalid"
 
 
 def _held(listing: Any, op_ids: list[str]) -> dict[str, list[str]]:
@@ -74,6 +79,10 @@ def effects(destination_url: str, op_ids: list[str]) -> dict[str, list[str]]:
 
 
 def customer_effects(destination_url: str, op_ids: list[str]) -> dict[str, list[str]]:
-    """The evidence for `customer`: the Customers the destination holds for each op."""
+    """The evidence for `customer`: the Customers the destination holds for each op, listed by the
+    op's e-mail (stripe-stateful-mock 0.0.16 cannot page a listing: `starting_after` answers 404)."""
     _use(destination_url)
-    return _held(stripe.Customer.list(limit=100), op_ids)
+    found: dict[str, list[str]] = {}
+    for op_id in op_ids:
+        found.update(_held(stripe.Customer.list(email=_email(op_id), limit=100), [op_id]))
+    return found
