@@ -1,0 +1,103 @@
+"""The same stripe-python job, keyed by its op's id, on two Stripe sandboxes nobody here wrote:
+localstripe ignores `Idempotency-Key` (a retry after the destination took the request leaves two
+records), stripe-stateful-mock honours it (one). Judged from each sandbox's own records."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from labcore.procs import free_port
+from tests.support.helpers import assert_left_nothing, run_testbed
+
+pytestmark = pytest.mark.e2e
+
+OPS = 20  # two faulted ops a cell: 20 / 0 kept, 22 / 0 duplicated
+ROOT = Path(__file__).resolve().parents[2]
+LOCALSTRIPE = str(Path(sys.executable).with_name("localstripe"))
+# `npm ci` at the project's root installs it (package.json); .ci/run does.
+STATEFUL_MOCK = ROOT / "node_modules" / "stripe-stateful-mock" / "dist" / "cli.js"
+
+
+class Sandbox:
+    """A sandbox as a user would start it, on a free port, until it answers; stopped by the test."""
+
+    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.url, timeout=1)
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise AssertionError(f"{argv[0]} did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def localstripe() -> Iterator[Sandbox]:
+    # Its store is pickled to a fixed /tmp/localstripe.pickle (TMPDIR and cwd do not move it):
+    # --from-scratch so that it never starts from another run's store; each run's op ids are its own.
+    # The pickle is removed after only if this test made it: another localstripe may own it.
+    pickle = Path("/tmp/localstripe.pickle")
+    ours = not pickle.exists()
+    port = free_port()
+    server = Sandbox([LOCALSTRIPE, "--port", str(port), "--from-scratch"], port, {})
+    yield server
+    server.stop()
+    if ours:
+        pickle.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def stateful_mock() -> Iterator[Sandbox]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: stripe-stateful-mock is an npm package")
+    if not STATEFUL_MOCK.exists():
+        pytest.skip("stripe-stateful-mock is not installed: run `npm ci` at the project's root")
+    port = free_port()
+    server = Sandbox([node, str(STATEFUL_MOCK)], port, {"PORT": str(port)})
+    yield server
+    server.stop()
+
+
+def chaos(handler: str, reader: str, url: str, workdir: Path) -> list[str]:
+    """One handler's row of the table, the run checked to have left nothing behind."""
+    args = ["--handler", f"examples.stripe_payments:{handler}", "--destination", url, "--ops", str(OPS)]
+    args += ["--destination-effect", "POST /v1/*", "--evidence", f"examples.stripe_payments:{reader}"]
+    ran = run_testbed(args, workdir, timeout=600)
+    lines = ran.stdout.splitlines()
+    assert ran.code in (0, 1), ran.stderr
+    assert_left_nothing(ran)
+    return lines[lines.index("kill") + 2].split()[1:]
+
+
+def test_localstripe_ignores_the_key_a_payment_intent_is_made_twice(workdir: Path, localstripe: Sandbox) -> None:
+    row = chaos("payment_intent", "effects", localstripe.url, workdir)
+    assert row == ["20", "/", "0", "20", "/", "0", "22", "/", "0", "!"]
+
+
+def test_the_same_job_is_kept_by_stripe_stateful_mock_and_not_by_localstripe(
+    workdir: Path, localstripe: Sandbox, stateful_mock: Sandbox
+) -> None:
+    # stripe-stateful-mock 0.0.16 has no PaymentIntents: the same keyed job on Customers.
+    assert chaos("customer", "customer_effects", localstripe.url, workdir)[6:] == ["22", "/", "0", "!"]
+    assert chaos("customer", "customer_effects", stateful_mock.url, workdir) == ["20", "/", "0"] * 3
