@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from testbed.explore.search import Exploration
     from testbed.judge.promises import Promise
     from testbed.judge.scorecard import Row
+    from testbed.usecases.runs import Jobs
 
 _run_id: str | None = None
 _labs = itertools.count(1)  # the labs of the session, numbered as they start
@@ -184,18 +185,24 @@ class Lab:
         delivery: Iterable[str] = (),
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        destination: str | None = None,
+        evidence: str | None = None,
+        destination_effects: Sequence[str] = (),
+        evidence_timeout: float | None = None,
     ) -> Rows:
         """Each handler (and built-in strategy) at each boundary, fault and scenario: the
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
         the handlers' work-horses (the workers are already running). On Celery
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
-        named), or the handler, a task of `celery_app` (`module:app`), under its own options."""
+        named), or the handler, a task of `celery_app` (`module:app`), under its own options.
+        `destination`: the handlers' real destination (a sandbox), reached through the lab,
+        judged by `evidence` (`module:function`), as `testbed chaos --destination` does."""
         from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.errors import RunFailure, UsageError
         from testbed.lab import session
         from testbed.lab.options import every_nth, matrix_cells, refuse_untested
         from testbed.report.tables import progress_line, run_caption
-        from testbed.usecases.runs import Jobs, RunRequest
+        from testbed.usecases.runs import RunRequest
 
         handlers = [handler] if isinstance(handler, str) else list(handler)
         cells = matrix_cells("article", list(strategies), list(boundaries), list(faults), list(scenarios), handlers)
@@ -206,7 +213,7 @@ class Lab:
             cells,
             every_nth(every),
             ops,
-            Jobs(tuple(handlers), tuple(paths), promise, dict(env or {})),
+            _jobs(handlers, paths, promise, env, destination, evidence, destination_effects, evidence_timeout),
             EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout, PLUGIN),
             retries=retries,
             client_timeout=client_timeout,
@@ -253,23 +260,36 @@ class Lab:
         delivery: str | None = None,
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        destination: str | None = None,
+        evidence: str | None = None,
+        destination_effects: Sequence[str] = (),
+        evidence_timeout: float | None = None,
     ) -> Exploration:
         """Random crash schedules for each handler (and strategy), as `testbed explore` runs them:
         up to `budget` trials (or `seconds`) of up to `ops` ops, every attempt but the last
         possibly struck, under `scenarios` (default: none and duplicate-enqueue). On Celery
-        (`engine="celery"`), under one `delivery` setting, or the handler a task of `celery_app`.
+        (`engine="celery"`), under one `delivery` setting, or the handler a task of `celery_app`;
+        against a real `destination`, judged by `evidence`, as `lab.run`.
         Fails with the smallest schedule found that breaks the promise, in words and as the
         file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
         from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.explore.search import explore
         from testbed.explore.trials import Trials
-        from testbed.usecases.runs import Jobs
         from testbed.usecases.searches import SearchRequest, failure_lines
 
         request = SearchRequest(
             list(strategies),
-            Jobs((handler,) if isinstance(handler, str) else tuple(handler), tuple(paths), promise, dict(env or {})),
+            _jobs(
+                [handler] if isinstance(handler, str) else list(handler),
+                paths,
+                promise,
+                env,
+                destination,
+                evidence,
+                destination_effects,
+                evidence_timeout,
+            ),
             "lab.explore needs a handler or a strategy",
             EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout, PLUGIN),
             budget,
@@ -311,6 +331,25 @@ class Lab:
             started = session.started_stack(self.stack.run_id, options)
             self._engine_stacks[options.engine] = self._engines.enter_context(started)
         return self._engine_stacks[options.engine]
+
+
+def _jobs(
+    handlers: Sequence[str],
+    paths: Sequence[str],
+    promise: str,
+    env: dict[str, str] | None,
+    destination: str | None,
+    evidence: str | None,
+    effects: Sequence[str],
+    evidence_timeout: float | None,
+) -> Jobs:
+    """The users' jobs of a run or a search, as `testbed chaos` builds them (`Jobs`)."""
+    from testbed.lab.destination import EVIDENCE_TIMEOUT
+    from testbed.usecases.runs import Jobs, destination_choice
+
+    timeout = EVIDENCE_TIMEOUT if evidence_timeout is None else evidence_timeout
+    choice = destination_choice(destination, evidence, effects, timeout)
+    return Jobs(tuple(handlers), tuple(paths), promise, dict(env or {}), destination=choice)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from testbed.cli.options import (
     run_options,
 )
 from testbed.cli.output import Output
-from testbed.cli.stack import shared_meta, stack_options, vars_of
+from testbed.cli.stack import destination_meta, shared_meta, stack_options, vars_of
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.selection import parse_expect
@@ -133,8 +133,7 @@ def chaos(
     meta |= {name: values for name, values in given.items() if values}
     meta |= {"ops": ops, "every": every, "parallel": parallel, **shared_meta(stack_args, prepared.stack)}
     meta |= {"handlers": handlers, "promise": job_args.promise} if handlers else {}
-    reader = prepared.options.reader
-    meta |= {"destination": reader.destination.to_json(), "evidence": reader.spec} if reader else {}
+    meta |= destination_meta(prepared.options.reader)
     meta |= {"retries": retries, "clientTimeout": client_timeout, "recovery": mode}
     meta |= {"workerSettings": vars_of(prepared.stack.settings), "expect": _expectations(overrides)}
     meta |= {"schedule": str(schedule)} if schedule is not None else {}

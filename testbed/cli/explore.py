@@ -17,6 +17,7 @@ from testbed.cli.options import (
     SCENARIO_NAMES,
     CellTimeout,
     ClientTimeout,
+    DestinationArgs,
     JobArgs,
     ResultsPath,
     StackArgs,
@@ -25,7 +26,7 @@ from testbed.cli.options import (
     run_options,
 )
 from testbed.cli.output import Output
-from testbed.cli.stack import shared_meta, stack_options, vars_of
+from testbed.cli.stack import destination_meta, shared_meta, stack_options, vars_of
 from testbed.errors import UsageError
 from testbed.store.layout import COUNTEREXAMPLE
 from testbed.store.runs import RunStore
@@ -67,6 +68,7 @@ def explore(
     stack_args: StackArgs,
     store_args: StoreArgs,
     job_args: JobArgs,
+    destination_args: DestinationArgs,
     strategy: Strategies = None,
     budget: Annotated[
         int | None,
@@ -153,7 +155,7 @@ def explore(
     store = None if store_args.no_store else RunStore(store_args.store)
     request = SearchRequest(
         strategy or [],
-        job_args.jobs(),
+        job_args.jobs(destination=destination_args),
         NEEDS,
         stack_args.engine_choice(),
         budget,
@@ -177,6 +179,7 @@ def explore(
     meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args, stack)}
     meta |= {"delivery": prepared.delivery} if prepared.delivery is not None else {}
     meta |= {"recovery": mode, "faults": list(search.faults), "workerSettings": vars_of(stack.settings)}
+    meta |= destination_meta(prepared.settings.reader)
     out = Output("explore", json_path, meta, seed, store_args)
     out.check()
     return _explore(prepared, out, store, list(job_args.path or []))

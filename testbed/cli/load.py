@@ -16,6 +16,7 @@ from testbed.cli.chaos import MAX_OPS
 from testbed.cli.options import (
     CellTimeout,
     ClientTimeout,
+    DestinationArgs,
     JobArgs,
     ResultsPath,
     Retries,
@@ -27,7 +28,7 @@ from testbed.cli.options import (
     run_options,
 )
 from testbed.cli.output import Output
-from testbed.cli.stack import shared_meta, stack_options
+from testbed.cli.stack import destination_meta, shared_meta, stack_options
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.selection import parse_all, parse_kill_fault
@@ -48,6 +49,7 @@ def load(
     stack_args: StackArgs,
     store_args: StoreArgs,
     job_args: JobArgs,
+    destination_args: DestinationArgs,
     strategy: Strategies = None,
     boundary: Annotated[
         list[str] | None,
@@ -88,7 +90,7 @@ def load(
         cells,
         lambda cell: Random(kill_rate, boundaries, cell.fault, retries, seed),
         ops,
-        job_args.jobs(),
+        job_args.jobs(destination=destination_args),
         stack_args.engine_choice(),
         retries=retries,
         seed=seed,
@@ -105,7 +107,7 @@ def load(
 
     meta = {"ops": ops, "killRate": kill_rate, **shared_meta(stack_args, prepared.stack)}
     meta |= {"boundaries": [b.value for b in boundaries], "fault": fault, "retries": retries, "window": window}
-    meta |= {"recovery": mode}
+    meta |= {"recovery": mode, **destination_meta(prepared.options.reader)}
     out = Output("load", json_path, meta, seed, store_args)
     cells = prepared.options.cells
     estimate = checks.Estimate.of(len(cells), ops, kill_rate, retries, stack_args.workers, min(ops, window) + ops // 4)

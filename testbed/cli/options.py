@@ -19,7 +19,6 @@ from typer import Option
 from labcore.boundaries import ORDER
 from labcore.delivery import askable
 from labcore.faults import Fault
-from testbed.errors import UsageError
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.infra.stack import PRIVATE_FLAG
 from testbed.lab.destination import EVIDENCE_TIMEOUT
@@ -253,14 +252,11 @@ class DestinationArgs:
     ] = EVIDENCE_TIMEOUT
 
     def choice(self) -> DestinationChoice | None:
-        from testbed.lab.destination import DestinationChoice
+        from testbed.usecases.runs import destination_choice
 
-        if self.destination is None:
-            if self.evidence is not None or self.destination_effect:
-                raise UsageError("--evidence and --destination-effect go with --destination URL")
-            return None
-        effects = tuple(self.destination_effect or ())
-        return DestinationChoice(self.destination, self.evidence, effects, self.evidence_timeout)
+        return destination_choice(
+            self.destination, self.evidence, tuple(self.destination_effect or ()), self.evidence_timeout
+        )
 
 
 def _group(cls: type) -> tuple[type, list[inspect.Parameter]]:

@@ -16,6 +16,7 @@ from testbed.cli.base import app, examples
 from testbed.cli.chaos import MAX_OPS
 from testbed.cli.options import (
     CellTimeout,
+    DestinationArgs,
     ImportTimeout,
     Paths,
     PromiseOption,
@@ -28,7 +29,7 @@ from testbed.cli.options import (
     run_options,
 )
 from testbed.cli.output import Output
-from testbed.cli.stack import shared_meta, stack_options, vars_of
+from testbed.cli.stack import destination_meta, shared_meta, stack_options, vars_of
 from testbed.engines.rq import recovery_note as rq_recovery_note
 from testbed.errors import UsageError
 from testbed.experiment.selection import parse_all, parse_kill_fault, select_cells, with_handlers
@@ -50,6 +51,7 @@ from workers.strategies import STRATEGIES, parse_strategy
 def replay(
     stack_args: StackArgs,
     store_args: StoreArgs,
+    destination_args: DestinationArgs,
     strategy: Annotated[
         str, Option("--strategy", "-s", metavar="STRATEGY", help=f"Strategy: {', '.join(STRATEGIES)}.")
     ] = "provider-key",
@@ -89,7 +91,8 @@ def replay(
     checks.cell_timeout(cell_timeout)
     refuse_untested(cells, every_nth(every), ops)
     stack, mode = stack_options(stack_args)
-    jobs = Jobs(tuple(handlers), tuple(str(p) for p in path or []), promise, import_timeout=import_timeout)
+    paths = tuple(str(p) for p in path or [])
+    jobs = Jobs(tuple(handlers), paths, promise, import_timeout=import_timeout, destination=destination_args.choice())
     request = RunRequest(
         cells,
         every_nth(every),
@@ -106,6 +109,7 @@ def replay(
     from testbed.report import replays
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args, stack)}
+    meta |= destination_meta(prepared.options.reader)
     out = Output("replay", json_path, meta | {"workerSettings": vars_of(stack.settings)}, seed, store_args)
     if mode == "rq" and chosen[0] is Fault.KILL_WORKER:
         print(f"testbed: note: {rq_recovery_note(stack.settings)}", file=sys.stderr)

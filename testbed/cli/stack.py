@@ -3,7 +3,7 @@ and what results.json says of it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labcore.procs import port_in_use
 from testbed.cli import checks, hosts
@@ -13,6 +13,9 @@ from testbed.errors import SetupError, UsageError
 from testbed.infra import descriptors
 from testbed.infra.stack import StackOptions
 from testbed.nemesis.recovery import Recovery
+
+if TYPE_CHECKING:
+    from testbed.lab.destination import Reader
 
 MAX_WORKERS = 64
 MAX_RQ_SECONDS = 7 * 86_400
@@ -53,3 +56,8 @@ def shared_meta(stack_args: StackArgs, stack: StackOptions) -> dict[str, Any]:
     """What results.json's options say of the stack: its workers, its Redis, its engine."""
     redis = "shared" if stack_args.redis_url else "private"
     return {"workers": stack_args.workers, "redis": redis, **stack.engine.meta()}
+
+
+def destination_meta(reader: Reader | None) -> dict[str, Any]:
+    """What results.json's options say of a real destination, if the run has one, and its reader."""
+    return {} if reader is None else {"destination": reader.destination.to_json(), "evidence": reader.spec}

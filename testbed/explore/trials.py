@@ -19,6 +19,7 @@ from testbed.experiment.matrix import Cell
 from testbed.explore.space import Trial
 from testbed.infra.stack import RunStack
 from testbed.judge.scorecard import Row
+from testbed.lab.destination import Reader
 from testbed.lab.options import RunOptions, scheduled
 from testbed.lab.session import run_cells
 from testbed.store.runs import RunDir
@@ -56,6 +57,7 @@ class TrialSettings:
     paths: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     delivery: str | None = None  # the Celery delivery setting trials run under; None: RQ
+    reader: Reader | None = None  # a real destination's evidence reader: its records judge the trials
 
 
 class Trials:
@@ -113,6 +115,7 @@ class Trials:
             paths=s.paths,
             env=s.env,
             cell_prefix=f"{self._prefix}{self._batches}c",
+            reader=s.reader,
         )
         ran = run_cells(self._stack, options, lambda index, total, row: None, None, self._run_dir)
         self.rows += ran.rows

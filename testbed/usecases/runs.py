@@ -19,7 +19,7 @@ from testbed.experiment.matrix import Cell
 from testbed.infra.stack import StackOptions
 from testbed.judge.promises import Promise
 from testbed.lab import userjobs
-from testbed.lab.destination import DestinationChoice, Reader, check_answers
+from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader, check_answers
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
@@ -56,6 +56,17 @@ class Jobs:
         assert self.destination.evidence is not None  # checked
         userjobs.check([self.destination.evidence], paths, dict(self.env), self.import_timeout)
         return self.destination.reader(destination, paths)
+
+
+def destination_choice(
+    url: str | None, evidence: str | None, effects: Sequence[str] = (), evidence_timeout: float = EVIDENCE_TIMEOUT
+) -> DestinationChoice | None:
+    """A real destination as a front end gives it (None: none); its reader and rules go with a URL."""
+    if url is None:
+        if evidence is not None or effects:
+            raise UsageError("--evidence and --destination-effect go with --destination URL")
+        return None
+    return DestinationChoice(url, evidence, tuple(effects), evidence_timeout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ class SearchRequest:
         faults = faults_for(stack.remote is not None, whole_workers=engine_of(self.engine).recovers_by_force)
         stack = fit_faults(stack, faults)
         paths = self.jobs.prepare(self.engine)
+        reader = self.jobs.reader(paths)
         stack = engine_stack(self.engine, stack, RunShape(self.retries, self.jobs.handlers, paths, bool(names)))
         search = Search(
             targets_of(names, self.jobs.handlers),
@@ -83,6 +84,7 @@ class SearchRequest:
             paths,
             dict(self.jobs.env),
             setting,
+            reader,
         )
         return PreparedSearch(stack, search, settings, self.engine)
 

@@ -126,3 +126,68 @@ def test_a_destination_that_dies_mid_run_ends_it_naming_it(workdir: Path, moto: 
     assert len(lines) == 1 and lines[0].startswith(f"testbed: error: the destination {moto.url} stopped answering")
     assert [row["cell"] for row in ran.json["rows"]] == ["c001"]  # the cell judged before is kept
     assert_left_nothing(ran)
+
+
+@pytest.mark.parametrize("command", ["replay", "load", "explore"])
+def test_every_front_end_refuses_a_destination_that_does_not_answer(workdir: Path, command: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    args = ["--handler", "examples.sqs_fifo:keyed", "--destination", url, *SQS]
+    ran = run_testbed(args, workdir, timeout=60, command=command)
+    assert ran.code == 2, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"testbed: error: --destination {url} does not answer"), lines
+    assert ran.results is None
+    assert_left_nothing(ran)
+
+
+PLUGIN_TESTS = """\
+import os
+
+import pytest
+
+from examples.sqs_fifo import client
+from testbed.errors import SetupError
+
+SQS = {
+    "destination": os.environ["MOTO_URL"],
+    "evidence": "examples.sqs_fifo:effects",
+    "destination_effects": ["X-Amz-Target: AmazonSQS.SendMessage"],
+}
+
+
+def held():
+    sqs = client(os.environ["MOTO_URL"])
+    queue = sqs.get_queue_url(QueueName=os.environ["SQS_QUEUE"])["QueueUrl"]
+    seen = set()
+    while got := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=60).get("Messages"):
+        seen |= {m["MessageId"] for m in got}
+    return len(seen)
+
+
+def test_the_queue_judges_a_keyed_and_a_naive_job(lab):
+    rows = lab.run(["examples.sqs_fifo:keyed", "examples.sqs_fifo:naive"], boundaries=["after-effect"], ops=10, **SQS)
+    assert rows.row("after-effect", handler="examples.sqs_fifo:keyed").counts.duplicate_effects == 0
+    assert rows.row("after-effect", handler="examples.sqs_fifo:naive").counts.duplicate_effects == 1
+    assert sum(row.counts.effects for row in rows) == held() == 21  # the queue's own count
+
+
+def test_a_destination_that_does_not_answer_is_refused(lab):
+    with pytest.raises(SetupError, match="--destination http://127.0.0.1:9 does not answer"):
+        lab.run("examples.sqs_fifo:keyed", **{**SQS, "destination": "http://127.0.0.1:9"})
+    with pytest.raises(SetupError, match="--destination http://127.0.0.1:9 does not answer"):
+        lab.explore("examples.sqs_fifo:keyed", **{**SQS, "destination": "http://127.0.0.1:9"})
+"""
+
+
+def test_the_plugin_puts_a_boto3_job_under_the_kills_against_the_queue(tmp_path: Path, moto: Moto) -> None:
+    """`lab.run(..., destination=..., evidence=...)` in a user's own pytest run, as `testbed chaos` does."""
+    from tests.e2e.test_plugin import ROOT, _plugin_args
+
+    (tmp_path / "test_queue.py").write_text(PLUGIN_TESTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env |= {"MOTO_URL": moto.url}
+    env.pop("RQ_KEY_PREFIX", None)  # this session's: the user's run claims its own
+    argv = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-q", "test_queue.py"]
+    ran = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "2 passed" in ran.stdout
