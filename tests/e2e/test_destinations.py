@@ -11,12 +11,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from examples.sqs_fifo import OP_ATTRIBUTE, client
 from labcore.procs import free_port
 from tests.support.helpers import assert_left_nothing, finish, run_testbed, start_testbed
+from tests.support.sandboxes import Sandbox
 
 pytestmark = pytest.mark.e2e
 
@@ -25,34 +25,16 @@ SQS = ["--destination-effect", "X-Amz-Target: AmazonSQS.SendMessage", "--evidenc
 MOTO = str(Path(sys.executable).with_name("moto_server"))
 
 
-class Moto:
-    """moto's server, as the sandbox a user would start: on a free port, stopped by the test."""
-
-    def __init__(self) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
-        port = self.url.rsplit(":", 1)[1]
-        self.proc = subprocess.Popen(
-            [MOTO, "-H", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(self.url, timeout=1)
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise AssertionError("moto_server did not start") from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+def moto_server() -> Sandbox:
+    """moto's server, as the sandbox a user would start."""
+    port = free_port()
+    return Sandbox([MOTO, "-H", "127.0.0.1", "-p", str(port)], port, {})
 
 
 @pytest.fixture
-def moto(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Moto]:
+def moto(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     monkeypatch.setenv("SQS_QUEUE", f"{request.node.name[:60].replace('[', '-').replace(']', '')}.fifo")
-    server = Moto()
+    server = moto_server()
     yield server
     server.stop()
 
@@ -70,7 +52,7 @@ def queue_messages(url: str) -> collections.Counter[str]:
     return collections.Counter(op.partition(":")[0].rsplit(".", 1)[1] for op in seen.values())
 
 
-def test_the_queue_judges_a_keyed_and_a_naive_boto3_job(workdir: Path, moto: Moto) -> None:
+def test_the_queue_judges_a_keyed_and_a_naive_boto3_job(workdir: Path, moto: Sandbox) -> None:
     handlers = ["--handler", "examples.sqs_fifo:keyed", "--handler", "examples.sqs_fifo:naive"]
     ran = run_testbed([*handlers, "--destination", moto.url, *SQS, "--ops", str(OPS)], workdir, timeout=600)
     assert ran.code == 1, ran.stderr  # the naive job duplicates: its promise is broken
@@ -100,7 +82,7 @@ def test_a_destination_that_does_not_answer_is_refused_before_anything_starts(wo
     assert_left_nothing(ran)
 
 
-def test_a_reader_that_raises_ends_the_run_naming_it(workdir: Path, moto: Moto) -> None:
+def test_a_reader_that_raises_ends_the_run_naming_it(workdir: Path, moto: Sandbox) -> None:
     args = ["--handler", "examples.sqs_fifo:keyed", "--destination", moto.url, "-b", "none", "--ops", "3"]
     args += ["--evidence", "tests.support.readers:raises"]
     ran = run_testbed(args, workdir, timeout=300)
@@ -112,7 +94,7 @@ def test_a_reader_that_raises_ends_the_run_naming_it(workdir: Path, moto: Moto) 
     assert_left_nothing(ran)
 
 
-def test_a_destination_that_dies_mid_run_ends_it_naming_it(workdir: Path, moto: Moto) -> None:
+def test_a_destination_that_dies_mid_run_ends_it_naming_it(workdir: Path, moto: Sandbox) -> None:
     args = ["--handler", "examples.sqs_fifo:keyed", "--destination", moto.url, *SQS, "--ops", "5", "--every", "5"]
     args += ["--parallel", "1"]
     proc, out, err = start_testbed([*args, "-b", "none", "-b", "after-effect"], workdir)
@@ -179,7 +161,7 @@ def test_a_destination_that_does_not_answer_is_refused(lab):
 """
 
 
-def test_the_plugin_puts_a_boto3_job_under_the_kills_against_the_queue(tmp_path: Path, moto: Moto) -> None:
+def test_the_plugin_puts_a_boto3_job_under_the_kills_against_the_queue(tmp_path: Path, moto: Sandbox) -> None:
     """`lab.run(..., destination=..., evidence=...)` in a user's own pytest run, as `testbed chaos` does."""
     from tests.e2e.test_plugin import ROOT, _plugin_args
 

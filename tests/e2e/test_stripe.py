@@ -4,19 +4,16 @@ records), stripe-stateful-mock honours it (one). Judged from each sandbox's own 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from labcore.procs import free_port
 from tests.support.helpers import assert_left_nothing, run_testbed
+from tests.support.sandboxes import Sandbox
 
 pytestmark = pytest.mark.e2e
 
@@ -25,30 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCALSTRIPE = str(Path(sys.executable).with_name("localstripe"))
 # `npm ci` at the project's root installs it (package.json); .ci/run does.
 STATEFUL_MOCK = ROOT / "node_modules" / "stripe-stateful-mock" / "dist" / "cli.js"
-
-
-class Sandbox:
-    """A sandbox as a user would start it, on a free port, until it answers; stopped by the test."""
-
-    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
-            argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(self.url, timeout=1)
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise AssertionError(f"{argv[0]} did not start") from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture
