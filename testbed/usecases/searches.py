@@ -4,6 +4,7 @@ the search, and what every trial shares."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,8 +103,16 @@ class PreparedSearch:
         return self.settings.delivery
 
     def replay_flags(self, found: TrialResult) -> str:
-        """The options that run the counterexample again on the same engine and setting."""
-        return engine_flags(self.engine, found.row.cell.delivery)
+        """The options that run the counterexample again on the same engine and setting, and
+        against the same destination."""
+        flags = engine_flags(self.engine, found.row.cell.delivery)
+        reader = self.settings.reader
+        if reader is not None:
+            flags += f" --destination {reader.destination.url} --evidence {reader.spec}"
+            flags += "".join(
+                f" --destination-effect {shlex.quote(rule)}" for rule in reader.destination.effects.spelled()
+            )
+        return flags
 
 
 def failure_lines(done: Exploration, prepared: PreparedSearch) -> list[str]:
