@@ -48,6 +48,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -189,6 +190,7 @@ class Lab:
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
         evidence_timeout: float | None = None,
+        destination_command: str | None = None,
     ) -> Rows:
         """Each handler (and built-in strategy) at each boundary, fault and scenario: the
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
@@ -196,7 +198,9 @@ class Lab:
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
         named), or the handler, a task of `celery_app` (`module:app`), under its own options.
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
-        judged by `evidence` (`module:function`), as `testbed chaos --destination` does."""
+        judged by `evidence` (`module:function`), as `testbed chaos --destination` does;
+        `destination_command` starts that sandbox for this run and stops it after, as
+        `--destination-command` does."""
         from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.errors import RunFailure, UsageError
         from testbed.lab import session
@@ -213,7 +217,13 @@ class Lab:
             cells,
             every_nth(every),
             ops,
-            _jobs(handlers, paths, promise, env, destination, evidence, destination_effects, evidence_timeout),
+            _jobs(
+                handlers,
+                paths,
+                promise,
+                env,
+                Destined(destination, evidence, destination_effects, evidence_timeout, destination_command),
+            ),
             EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout, PLUGIN),
             retries=retries,
             client_timeout=client_timeout,
@@ -227,8 +237,9 @@ class Lab:
         def judged(index: int, total: int, row: Row) -> None:
             print(progress_line(index, total, row), file=sys.stderr)
 
-        stack = self._on(prepared.stack)
-        ran = session.run_cells(stack, prepared.options, judged)
+        stack = self._on(replace(prepared.stack, sandbox=None))
+        with stack.sandboxed(prepared.stack.sandbox):
+            ran = session.run_cells(stack, prepared.options, judged)
         if ran.failure is not None:
             raise RunFailure(ran.failure)
         stack.jobs_counted()  # the workers stay up: this run's end is when they have counted its jobs
@@ -264,6 +275,7 @@ class Lab:
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
         evidence_timeout: float | None = None,
+        destination_command: str | None = None,
     ) -> Exploration:
         """Random crash schedules for each handler (and strategy), as `testbed explore` runs them:
         up to `budget` trials (or `seconds`) of up to `ops` ops, every attempt but the last
@@ -285,10 +297,7 @@ class Lab:
                 paths,
                 promise,
                 env,
-                destination,
-                evidence,
-                destination_effects,
-                evidence_timeout,
+                Destined(destination, evidence, destination_effects, evidence_timeout, destination_command),
             ),
             "lab.explore needs a handler or a strategy",
             EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout, PLUGIN),
@@ -305,8 +314,9 @@ class Lab:
         )
         prepared = request.prepare(self.stack.options)
         self._runs += 1
-        trials = Trials(self._on(prepared.stack), prepared.settings, prefix=f"{self.name}x{self._runs}e")
-        done = explore(trials, prepared.search)
+        stack = self._on(replace(prepared.stack, sandbox=None))
+        with stack.sandboxed(prepared.stack.sandbox):
+            done = explore(Trials(stack, prepared.settings, prefix=f"{self.name}x{self._runs}e"), prepared.search)
         if done.counterexample is not None:
             raise AssertionError("\n".join(failure_lines(done, prepared)))
         return done
@@ -333,22 +343,26 @@ class Lab:
         return self._engine_stacks[options.engine]
 
 
+@dataclass(frozen=True, slots=True)
+class Destined:
+    """A run's real destination as `lab.run` and `lab.explore` take it (their keyword arguments)."""
+
+    url: str | None
+    evidence: str | None
+    effects: Sequence[str]
+    evidence_timeout: float | None
+    command: str | None
+
+
 def _jobs(
-    handlers: Sequence[str],
-    paths: Sequence[str],
-    promise: str,
-    env: dict[str, str] | None,
-    destination: str | None,
-    evidence: str | None,
-    effects: Sequence[str],
-    evidence_timeout: float | None,
+    handlers: Sequence[str], paths: Sequence[str], promise: str, env: dict[str, str] | None, to: Destined
 ) -> Jobs:
     """The users' jobs of a run or a search, as `testbed chaos` builds them (`Jobs`)."""
     from testbed.lab.destination import EVIDENCE_TIMEOUT
     from testbed.usecases.runs import Jobs, destination_choice
 
-    timeout = EVIDENCE_TIMEOUT if evidence_timeout is None else evidence_timeout
-    choice = destination_choice(destination, evidence, effects, timeout)
+    timeout = EVIDENCE_TIMEOUT if to.evidence_timeout is None else to.evidence_timeout
+    choice = destination_choice(to.url, to.evidence, to.effects, timeout, to.command)
     return Jobs(tuple(handlers), tuple(paths), promise, dict(env or {}), destination=choice)
 
 

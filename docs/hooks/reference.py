@@ -5,7 +5,8 @@
 - `reference/http-api.md`: every path and method of the provider's OpenAPI document,
   with its parameters, request body and responses, then its schemas (`http_api_markdown`);
 - `reference/stored-run.md`: the files of a stored run and the fields of results.json,
-  history.jsonl and provider-records.jsonl, from their models' JSON Schemas (`stored_run_markdown`).
+  history.jsonl, provider-records.jsonl and destination-records.jsonl, from their models'
+  JSON Schemas (`stored_run_markdown`).
 
 Registered in mkdocs.yml under `hooks:`; the functions are plain, so a test can call
 them without a build (tests/unit/test_docs_reference.py).
@@ -333,6 +334,7 @@ def schema_tables(schemas: dict[str, Any], level: str, anchor: str) -> list[str]
 def stored_run_markdown() -> str:
     """The files of a stored run, then each JSON format's fields, from the schemas the
     records' models publish (docs/reference/*.schema.json holds the same schemas)."""
+    from testbed.store.evidence import destination_records_schema
     from testbed.store.history import history_schema, provider_records_schema
     from testbed.store.layout import FILES
     from testbed.store.results import results_schema
@@ -356,6 +358,7 @@ def stored_run_markdown() -> str:
         ("results.json", "results.schema.json", results_schema()),
         ("history.jsonl", "history.schema.json", history_schema()),
         ("provider-records.jsonl", "provider-records.schema.json", provider_records_schema()),
+        ("destination-records.jsonl", "destination-records.schema.json", destination_records_schema()),
     ]
     for title, published, schema in formats:
         out += [f"## {title} {{#{slug(title)}}}", ""]

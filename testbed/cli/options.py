@@ -250,12 +250,25 @@ class DestinationArgs:
     evidence_timeout: Annotated[
         float, Option("--evidence-timeout", metavar="SECONDS", help="How long --evidence may take per cell.")
     ] = EVIDENCE_TIMEOUT
+    destination_command: Annotated[
+        str | None,
+        Option(
+            "--destination-command",
+            metavar="'CMD ...'",
+            help="Start the sandbox with the run (split as a shell would), wait until --destination answers,"
+            " stop it and all it started at the end; its output goes to the run's logs.",
+        ),
+    ] = None
 
     def choice(self) -> DestinationChoice | None:
         from testbed.usecases.runs import destination_choice
 
         return destination_choice(
-            self.destination, self.evidence, tuple(self.destination_effect or ()), self.evidence_timeout
+            self.destination,
+            self.evidence,
+            tuple(self.destination_effect or ()),
+            self.evidence_timeout,
+            self.destination_command,
         )
 
 

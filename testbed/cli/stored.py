@@ -12,7 +12,7 @@ from testbed.cli import checks
 from testbed.cli.base import EXIT_UNCONFIRMED, app, examples
 from testbed.cli.options import Expect
 from testbed.cli.output import write_report
-from testbed.store.layout import REPORT
+from testbed.store.layout import DESTINATION_RECORDS, REPORT
 from testbed.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ def check(
         counted = f"{passed}/{len(rows)} judged cell(s) as expected, {len(results.not_run)} not run"
         print(f"incomplete run: {results.failure or 'a part of the lab failed'}; {counted}, checked from {path}")
         return 3
+    if results.options.destination is not None:
+        print(
+            f"the effects counted from what {results.options.destination.url} held for each op, as its evidence"
+            f" reader answered in the run ({DESTINATION_RECORDS})"
+        )
     print(f"{passed}/{len(rows)} cells as expected, checked from {path} (the run said: {results.verdict})")
     if passed == len(rows):
         return 0

@@ -12,6 +12,7 @@ import signal
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Self, cast
@@ -28,6 +29,7 @@ from testbed.infra import leftovers
 from testbed.infra.liveness import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
+from testbed.infra.sandbox import Sandbox, SandboxCommand, running
 from testbed.infra.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ class StackOptions:
     keep: bool = False
     remote: RemoteOptions | None = None
     engine: Engine = field(default_factory=RQ)  # the queue the jobs run on, and its workers
+    sandbox: SandboxCommand | None = None  # the users' destination, started as a part of the stack
 
 
 class ProviderEndpoint(Protocol):
@@ -107,6 +110,7 @@ class RunStack(ABC):
         self.options = options
         self.keys = RunKeys(run_prefix(run_id))
         self._exit = contextlib.ExitStack()
+        self.sandbox: Sandbox | None = None  # the destination's, while one runs as a part of the stack
 
     def __enter__(self) -> Self:
         try:
@@ -132,6 +136,23 @@ class RunStack(ABC):
     def paused(self) -> list[str]:
         """The parts on this machine that a signal stopped (another host's are not seen)."""
         return []
+
+    @contextlib.contextmanager
+    def sandboxed(self, command: SandboxCommand | None) -> Iterator[None]:
+        """The destination's sandbox a part of the stack while the block runs (the plugin's runs,
+        on a lab started before them): started, answering, watched by `check`, then stopped."""
+        if command is None:
+            yield
+            return
+        with running(command, self.workdir) as self.sandbox:
+            try:
+                yield
+            finally:
+                self.sandbox = None
+
+    def _check_sandbox(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.check()
 
     def job_queue(self, retries: int) -> JobQueue:
         """Where the run's jobs go: its engine's queue (`retries`: RQ's `Retry(max=retries)`)."""
@@ -235,6 +256,11 @@ class Stack(RunStack):
             o.engine,
             run_prefix=self.keys.prefix,
         )
+        if o.sandbox is not None:
+            # Stopped last, after the workers and the provider that may still talk to it.
+            self.sandbox = Sandbox(o.sandbox, self.workdir)
+            self._exit.callback(self.sandbox.stop)
+            self.sandbox.launch()
         self._exit.callback(self.stop_services)
         # The provider reaches Redis only when it first reports to the bus, and the
         # workers' zygote not at all: both import while the private Redis starts. The
@@ -254,18 +280,23 @@ class Stack(RunStack):
         self._exit.callback(self.admin.close)
         self.log = LogReader(self.provider.db)
         self._exit.callback(self.log.close)
+        if self.sandbox is not None:
+            self.sandbox.wait_ready()
 
     def check(self) -> None:
         if self._private is not None:
             self._private.check()
         self.provider.check()
         self.supervisor.check()
+        self._check_sandbox()
         if self._ownership is not None:
             self._ownership.beat()
 
     def paused(self) -> list[str]:
         parts = {"the private redis-server": None if self._private is None else self._private.pid}
         parts["the provider"] = self.provider.pid
+        if self.sandbox is not None:
+            parts[self.sandbox.name] = self.sandbox.pid
         parts |= {f"worker {w.name}": w.pid for w in self.supervisor.workers.values() if not w.killed}
         return stopped(parts)
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from labcore.scoped import user_op_id
 from provider.store import ReferenceRecord
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
     from testbed.judge.facts import ProviderRecords
 
 Evidence = Mapping[str, tuple[str, ...]]  # op id -> the destination's record ids for it
+
+
+def counted_at(url: str, reader: str) -> str:
+    """A destination as a breach's words name the source of its counts: by its URL's host (and
+    port), and the reader that read its records."""
+    return f"the destination {urlsplit(url).netloc} (read by {reader})"
 
 
 class BadEvidence(ValueError):
@@ -58,9 +65,16 @@ class EvidenceRecords:
     """The provider's records of a ledger's ops, with each op's effects the destination's
     records of it (`read` asks the reader about these op ids)."""
 
-    def __init__(self, log: ProviderRecords, read: Callable[[list[str]], Evidence]) -> None:
+    def __init__(
+        self,
+        log: ProviderRecords,
+        read: Callable[[list[str]], Evidence],
+        kept: Callable[[str, Evidence], None] | None = None,
+    ) -> None:
+        """`kept(ledger, answer)` hears of each answer as it is counted (the run keeps it, to be judged again)."""
         self._log = log
         self._read = read
+        self._kept = kept
         self.answers: dict[str, tuple[str, ...]] = {}  # every op asked about: what the destination holds
 
     def records(self, ledger: str, references: list[str]) -> dict[str, ReferenceRecord]:
@@ -71,4 +85,6 @@ class EvidenceRecords:
         for reference, op in ops.items():
             held = self.answers[op] = evidence.get(op, ())
             out[reference] = replace(logged.get(reference, ReferenceRecord()), effects=len(held), withdrawn=0)
+        if self._kept is not None:
+            self._kept(ledger, {op: self.answers[op] for op in ops.values()})
         return out

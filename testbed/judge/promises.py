@@ -64,10 +64,19 @@ class OpReport:
     attempts: int
     job: str  # finished | failed | not over
     fault: str  # the fault armed on it, and whether it was hit
+    source: str | None = None  # where the effects were counted: None, the provider's log; else a destination's words
 
     def __str__(self) -> str:
         return breaking_words(
-            self.op, self.breach, self.effects, self.withdrawn, self.requests, self.attempts, self.job, self.fault
+            self.op,
+            self.breach,
+            self.effects,
+            self.withdrawn,
+            self.requests,
+            self.attempts,
+            self.job,
+            self.fault,
+            self.source,
         )
 
     @classmethod
@@ -76,18 +85,29 @@ class OpReport:
 
 
 def breaking_words(
-    op: str, breach: str, effects: int, withdrawn: int, requests: int, attempts: int, job: str, fault: str
+    op: str,
+    breach: str,
+    effects: int,
+    withdrawn: int,
+    requests: int,
+    attempts: int,
+    job: str,
+    fault: str,
+    source: str | None = None,
 ) -> str:
-    """An op that breaks a promise, in words: from a live report (OpReport) or a stored one."""
-    recorded = f"{effects} effect{'s' * (effects != 1)}"
-    if withdrawn:
-        recorded += f" ({withdrawn} withdrawn)"
+    """An op that breaks a promise, in words: from a live report (OpReport) or a stored one. The
+    counts are named by their source: the provider's log, or a destination's own records
+    (`source`, `testbed.judge.evidence.counted_at`), its requests those the lab forwarded there."""
+    sent = f"{requests} request{'s' * (requests != 1)}"
+    if source is None:
+        recorded = f"{effects} effect{'s' * (effects != 1)}"
+        if withdrawn:
+            recorded += f" ({withdrawn} withdrawn)"
+        counted = f"the provider recorded {recorded} from {sent}"
+    else:
+        counted = f"{source} held {effects} record{'s' * (effects != 1)} of it, from {sent} the lab forwarded"
     finished = "job finished: a false completion" if breach == Breach.MISSING and job == "finished" else f"job {job}"
-    return (
-        f"{op}: {breach}: the provider recorded {recorded} from {requests} "
-        f"request{'s' * (requests != 1)}; {attempts} attempt{'s' * (attempts != 1)}; "
-        f"{fault}; {finished}"
-    )
+    return f"{op}: {breach}: {counted}; {attempts} attempt{'s' * (attempts != 1)}; {fault}; {finished}"
 
 
 def _job_state(ops: Sequence[OpFacts]) -> str:
@@ -104,6 +124,7 @@ class PromiseCheck:
     op_name: Callable[[str], str]  # the op as the user's job knows it
     fault_of: Callable[[str], str]  # the fault armed on an op's attempts, as text
     keep: int = 200
+    source: str | None = None  # where the effects are counted (OpReport.source)
     counts: Counter[Breach] = field(default_factory=Counter)
     reports: list[OpReport] = field(default_factory=list)
 
@@ -133,6 +154,7 @@ class PromiseCheck:
                     attempts=sum(o.attempts for o in ops),
                     job=_job_state(ops),
                     fault=self.fault_of(first.intent),
+                    source=self.source,
                 )
             )
 
@@ -141,8 +163,16 @@ class PromiseCheck:
             "promise": self.promise.value,
             "kept": not broken(self.promise, self.counts),
             **{b.value: self.counts[b] for b in Breach},
-            "ops": [{**asdict(r), "breach": r.breach.value} for r in self.reports],
+            "ops": [_reported(r) for r in self.reports],
         }
+
+
+def _reported(report: OpReport) -> dict[str, Any]:
+    """A breaking op as a row's verdict stores it (its source only where it is not the provider's log)."""
+    stored = {**asdict(report), "breach": report.breach.value}
+    if report.source is None:
+        del stored["source"]
+    return stored
 
 
 def broken(promise: Promise, counts: Counter[Breach] | dict[Breach, int]) -> list[str]:
@@ -180,13 +210,20 @@ def _fault_text(armed: tuple[Armed, ...], history: list[dict[str, Any]] | None) 
     return ", ".join(parts)
 
 
-def judge_for(promise: str, ledger: str, plan: Plan, history: dict[str, list[dict[str, Any]]] | None) -> PromiseCheck:
-    """A cell's judge: ops named as the user's job knew them, each with the faults armed on it."""
+def judge_for(
+    promise: str,
+    ledger: str,
+    plan: Plan,
+    history: dict[str, list[dict[str, Any]]] | None,
+    source: str | None = None,
+) -> PromiseCheck:
+    """A cell's judge: ops named as the user's job knew them, each with the faults armed on it;
+    `source`: where their effects are counted (None: the provider's log)."""
 
     def fault_of(intent: str) -> str:
         return _fault_text(plan.armed(seq_of(intent)), None if history is None else history.get(intent, []))
 
-    return PromiseCheck(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of)
+    return PromiseCheck(parse_promise(promise), lambda op: user_op_id(ledger, op), fault_of, source=source)
 
 
 def armed_ops(plan: Plan, ops: int) -> int:

@@ -53,6 +53,7 @@ class Judgement:
     promises: bool = False  # also check what the strategy promises whatever the faults (load)
     ledger: str = ""
     promise: str = Promise.EXACTLY_ONCE  # what a user's job (a cell with a handler) is judged against
+    source: str | None = None  # where the effects are counted: None, the provider's log; else a destination
 
 
 def judge(
@@ -84,7 +85,9 @@ def _judge(
     differing: list[tuple[int, Sequence[OpFacts], list[OpFacts]]] = []
     ops_differing = 0
     # A trial of explore is held to the promise too: a loss the model predicts is still a loss.
-    by_promise = promises.judge_for(j.promise, j.ledger, j.plan, None) if j.cell.schedule is not None else None
+    by_promise = (
+        promises.judge_for(j.promise, j.ledger, j.plan, None, j.source) if j.cell.schedule is not None else None
+    )
     if by_promise is not None:
         observed = by_promise.watch(observed)
     for (seq, predicted, op_kills, op_faults), facts in zip(
@@ -124,7 +127,7 @@ def _judge_by_promise(
 ) -> Row:
     """A user's job has no model: the facts are checked against its promise instead."""
     history = seen.history_json() if seen.keep_history else None
-    by_promise = promises.judge_for(j.promise, j.ledger, j.plan, history)
+    by_promise = promises.judge_for(j.promise, j.ledger, j.plan, history, j.source)
     real = Tally()
     for facts in by_promise.watch(observed):
         real.add(facts)

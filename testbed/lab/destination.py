@@ -16,26 +16,14 @@ from dataclasses import dataclass
 
 from labcore.destination import BadDestination, Destination, Effects, parse_url
 from testbed.errors import RunFailure, SetupError, UsageError
+from testbed.infra.sandbox import FLAG, SandboxCommand, answers, parse_command
 from testbed.judge.evidence import BadEvidence, Evidence, parse_answer
 from testbed.lab.userjobs import bounded
 from workers.specs import TargetError, split
 
-ANSWER_WITHIN = 5.0  # seconds the destination has to answer the lab's check
 EVIDENCE_TIMEOUT = 60.0  # seconds a reader may take over one cell's ops (--evidence-timeout)
 _MAX_EVIDENCE_TIMEOUT = 3600.0
 _ANSWER_BYTES = 64 << 20  # of the reader's output read back: its answer is its last line
-
-
-def answers(url: str, within: float = ANSWER_WITHIN) -> str | None:
-    """None if the destination answers an HTTP request at its URL; otherwise why not."""
-    import httpx  # not for a command line's start
-
-    try:
-        with httpx.Client(timeout=within) as client:
-            client.get(url)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return None
 
 
 def check_answers(url: str) -> None:
@@ -43,6 +31,17 @@ def check_answers(url: str) -> None:
     why = answers(url)
     if why is not None:
         raise SetupError(f"--destination {url} does not answer ({why})")
+
+
+def check_silent(url: str) -> None:
+    """Before any work, for a sandbox the lab starts: nothing answers at its URL yet (else the
+    run would be judged against whatever answers there, and the sandbox fail to bind)."""
+    if answers(url) is None:
+        raise SetupError(f"--destination {url} answers before {FLAG} started: something else listens there")
+
+
+class DestinationGone(RunFailure):
+    """The destination stopped answering the lab's own check before a cell's evidence was read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,7 @@ class Reader:
         url = self.destination.url
         why = answers(url)
         if why is not None:
-            raise RunFailure(f"the destination {url} stopped answering ({why})")
+            raise DestinationGone(f"the destination {url} stopped answering ({why})")
         argv = [sys.executable, "-m", "workers.evidence", self.spec, url]
         for path in self.paths:
             argv += ["--path", path]
@@ -86,6 +85,7 @@ class DestinationChoice:
     evidence: str | None = None  # module:function
     effects: tuple[str, ...] = ()
     evidence_timeout: float = EVIDENCE_TIMEOUT
+    command: str | None = None  # --destination-command: the sandbox the lab starts, as a shell would split it
 
     def check(self, handlers: Sequence[str]) -> Destination:
         """The destination, its input checked (a UsageError says what is wrong), before any work."""
@@ -100,7 +100,19 @@ class DestinationChoice:
             raise UsageError(str(exc)) from None
         if not 0 < self.evidence_timeout <= _MAX_EVIDENCE_TIMEOUT:  # also NaN
             raise UsageError(f"--evidence-timeout must be a number of seconds in (0, {_MAX_EVIDENCE_TIMEOUT:.0f}]")
+        self.sandbox()
         return destination
+
+    def sandbox(self) -> SandboxCommand | None:
+        """The sandbox the lab starts (None: the user started the destination); UsageError for a bad command."""
+        return None if self.command is None else parse_command(self.command, self.url)
+
+    def check_reachable(self) -> None:
+        """Before any work: the destination answers, or, for a sandbox the lab starts, nothing answers there yet."""
+        if self.command is None:
+            check_answers(self.url)
+        else:
+            check_silent(self.url)
 
     def reader(self, destination: Destination, paths: Sequence[str]) -> Reader:
         assert self.evidence is not None  # checked

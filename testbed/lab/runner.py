@@ -32,16 +32,18 @@ from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
 from testbed.infra.stack import RunStack
 from testbed.judge.checker import OpFacts
-from testbed.judge.evidence import EvidenceRecords
-from testbed.judge.facts import op_facts, record_of
+from testbed.judge.evidence import Evidence, EvidenceRecords, counted_at
+from testbed.judge.facts import ProviderRecords, op_facts, record_of
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
 from testbed.lab import userjobs
+from testbed.lab.destination import DestinationGone
 from testbed.lab.options import RunOptions
 from testbed.nemesis.changes import ScenarioChanges
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.host_kills import killer_for
 from testbed.nemesis.recovery import Recovery, force_recovery
+from testbed.store.evidence import evidence_line
 from testbed.store.history import cell_line, facts_line, noted_line, records_line
 from testbed.store.runs import RunDir
 from testbed.store.series import Series
@@ -335,14 +337,26 @@ class CellRunner:
         wall = time.monotonic() - r.started
         failed = {f for f in self._failed if JobId.of_cell(f, r.id)}
         # With a real destination, its own records are the ops' effects.
-        log = s.log if o.reader is None else EvidenceRecords(s.log, o.reader.read)
+        log: ProviderRecords = s.log
+        if o.reader is not None:
+            kept = None if self.run_dir is None else functools.partial(_keep_evidence, self.run_dir)
+            log = EvidenceRecords(s.log, self._evidence, kept)
         observed = op_facts(s.redis, r.keys, log, r.ledger, r.id, r.ops, failed)
         if self.run_dir is not None:
             # A provider this run did not start keeps its log on its host: keep what it said, as judged.
             observed = _recorded(self.run_dir, r.id, observed, r.ledger if s.provider.db is None else None)
         overrides = o.overrides.get(r.cell)
+        source = None if o.reader is None else counted_at(o.reader.destination.url, o.reader.spec)
         judgement = Judgement(
-            r.cell, r.plan, r.ops, o.retries, overrides, promises=o.promises, ledger=r.ledger, promise=o.promise
+            r.cell,
+            r.plan,
+            r.ops,
+            o.retries,
+            overrides,
+            promises=o.promises,
+            ledger=r.ledger,
+            promise=o.promise,
+            source=source,
         )
         row = judge(judgement, observed, seen, s.options.workers, wall)
         row.cell_id = r.id
@@ -350,6 +364,16 @@ class CellRunner:
             r.series.sample(wall, r.over, seen.kill_count, row.counts.effects, final=True)
             row.series = r.series.to_json()
         return row
+
+    def _evidence(self, op_ids: list[str]) -> Evidence:
+        """What the destination holds for these ops. A destination that stopped answering may be
+        a sandbox of the stack's that died: named as a dead part is, if it is."""
+        assert self.options.reader is not None
+        try:
+            return self.options.reader.read(op_ids)
+        except DestinationGone:
+            name_a_dead_part(self.stack.check)
+            raise
 
     def _progress(self, r: _Running, now: float) -> Progress:
         return Progress(r.cell, r.over, self._total(r), self.controller.kills(r.id), now - r.started)
@@ -439,6 +463,10 @@ def _crashes_provider(cell: Cell) -> bool:
 
 def _record_event(run_dir: RunDir, cell_id: str, op: str, entry: Noted) -> None:
     run_dir.record(noted_line(cell_id, op, entry))
+
+
+def _keep_evidence(run_dir: RunDir, ledger: str, held: Evidence) -> None:
+    run_dir.keep_evidence(evidence_line(ledger, held))
 
 
 def _recorded(

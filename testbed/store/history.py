@@ -186,7 +186,7 @@ def read_history(run: Path, *, interrupted: bool = False) -> Iterator[Line]:
     one line, where one is not. `interrupted`: the run was killed outright, and its last
     line may be half-written; left out if so."""
     started: set[str] = set()
-    for where, line in _lines(run / HISTORY):
+    for where, line in numbered_lines(run / HISTORY):
         try:
             read = parse_line(line)
         except ValidationError as exc:
@@ -202,14 +202,14 @@ def read_history(run: Path, *, interrupted: bool = False) -> Iterator[Line]:
 
 def read_provider_records(run: Path) -> Iterator[ProviderRecordsLine]:
     """A stored run's provider-records.jsonl, a line at a time, each checked against its record."""
-    for where, line in _lines(run / PROVIDER_RECORDS):
+    for where, line in numbered_lines(run / PROVIDER_RECORDS):
         try:
             yield ProviderRecordsLine.model_validate_json(line)
         except ValidationError as exc:
             raise Mismatch(where, "provider records", exc) from None
 
 
-def _lines(path: Path) -> Iterator[tuple[str, bytes]]:
+def numbered_lines(path: Path) -> Iterator[tuple[str, bytes]]:
     """Each line that is not blank, and where it is (`path:number`): UsageError, one line naming
     the file, where it is not a regular file or has a line over `inputs.LINE_CAP` bytes. Its
     size is not capped: a run writes a line per op, and the file is read a line at a time."""

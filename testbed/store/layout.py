@@ -1,7 +1,8 @@
 """A stored run as a whole: the files of `runs/<run-id>/`, and what each holds.
 
 Each format is written and read in one module: results.json in
-`testbed.store.results`, the two line files in `testbed.store.history`; their
+`testbed.store.results`, the two line files in `testbed.store.history`, the
+destination's records in `testbed.store.evidence`; their
 JSON Schemas are published in docs/reference/ (`testbed.store.reference`).
 The run store (`testbed.store.runs`) makes the directory and keeps it.
 """
@@ -14,6 +15,7 @@ RESULTS = "results.json"
 HISTORY = "history.jsonl"
 PROVIDER_LOG = "provider.sqlite3"
 PROVIDER_RECORDS = "provider-records.jsonl"
+DESTINATION_RECORDS = "destination-records.jsonl"
 LOGS = "logs"
 REPORT = "report.html"
 COUNTEREXAMPLE = "counterexample.json"
@@ -39,6 +41,12 @@ FILES = (
         PROVIDER_RECORDS,
         "for a provider the run did not start (its log stays on its host): what its audit said of each op,"
         " as the run judged it",
+        False,
+    ),
+    StoredFile(
+        DESTINATION_RECORDS,
+        "for a run against a real destination (--destination): what its evidence reader answered after each"
+        " cell, the destination's records of each op, from which `testbed check` counts the effects again",
         False,
     ),
     StoredFile(LOGS, "the logs of the run's processes (provider, workers, Redis), kept as the run ends", True),

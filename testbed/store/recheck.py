@@ -5,7 +5,9 @@ Each cell is rebuilt from results.json (its strategy, boundary, fault and
 scenario, the run's plan options); each op's facts are its local facts from
 history.jsonl joined with what the stored provider log holds for it now (or,
 for a provider the run did not start, what its audit said as the run judged
-it); the observations (faults, kills, latencies, anomalies) are the cell's
+it; for a run against a real destination, what its evidence reader answered, as
+stored in destination-records.jsonl, counts the effects, as in the run); the
+observations (faults, kills, latencies, anomalies) are the cell's
 history replayed. The same verdict then judges them. A log altered after the
 run is judged as it is now.
 """
@@ -22,10 +24,12 @@ from provider.store import ReferenceRecord
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.judge.checker import OpFacts
+from testbed.judge.evidence import EvidenceRecords, counted_at
 from testbed.judge.facts import ProviderRecords, with_record
 from testbed.judge.observer import CellObservations
 from testbed.judge.scorecard import Row
 from testbed.judge.verdict import Judgement, judge
+from testbed.store.evidence import StoredEvidence
 from testbed.store.formats import shown
 from testbed.store.history import AnomalyLine, CellLine, EventLine, FactsLine, read_history
 from testbed.store.layout import RESULTS
@@ -52,7 +56,11 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
             seen[line.cell].anomaly(line.text)
         elif isinstance(line, FactsLine):
             facts[line.cell].append([o.op_facts(line.intent) for o in line.ops])
-    with stored_provider(path) as log:
+    with stored_provider(path) as provider:
+        log, source = provider, None
+        if options.destination is not None:  # its records count the effects, as they did in the run
+            log = EvidenceRecords(provider, StoredEvidence(path).read)
+            source = counted_at(options.destination.url, options.evidence or "?")
         rows = []
         for stored in results.rows:
             cell_id = stored.cell
@@ -68,6 +76,7 @@ def recheck(path: Path, results: Results, overrides: Overrides | None = None) ->
                 promises=command == "load",
                 ledger=ledgers[cell_id],
                 promise=options.promise or "exactly-once",
+                source=source,
             )
             observed = _with_provider(log, ledgers[cell_id], facts[cell_id])
             row = judge(judgement, observed, seen[cell_id], stored.workers, stored.wall_seconds)

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any
 
+from testbed.store.evidence import destination_records_schema
 from testbed.store.history import history_schema, provider_records_schema
-from testbed.store.layout import HISTORY, PROVIDER_RECORDS, RESULTS
+from testbed.store.layout import DESTINATION_RECORDS, HISTORY, PROVIDER_RECORDS, RESULTS
 from testbed.store.results import results_schema
 
 DOCS = Path("docs/reference")
@@ -22,6 +23,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     RESULTS: results_schema,
     HISTORY: history_schema,
     PROVIDER_RECORDS: provider_records_schema,
+    DESTINATION_RECORDS: destination_records_schema,
 }
 
 

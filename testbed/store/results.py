@@ -94,10 +94,15 @@ class BreakingOp(Record):
     attempts: int
     job: str = Field(description="finished, failed or not over.")
     fault: str = Field(description="The faults armed on it, and whether they were reached.")
+    source: str | None = Field(
+        None,
+        description="Where its effects were counted: null, the provider's log; else the real destination"
+        " (by its host) and the evidence reader that read its records.",
+    )
 
     def __str__(self) -> str:
         w = self
-        return breaking_words(w.op, w.breach, w.effects, w.withdrawn, w.requests, w.attempts, w.job, w.fault)
+        return breaking_words(w.op, w.breach, w.effects, w.withdrawn, w.requests, w.attempts, w.job, w.fault, w.source)
 
 
 class PromiseVerdict(Record):

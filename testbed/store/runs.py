@@ -48,7 +48,7 @@ from testbed import inputs
 from testbed.errors import RunFailure, UsageError
 from testbed.store import files
 from testbed.store.files import Unwritable
-from testbed.store.layout import HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
+from testbed.store.layout import DESTINATION_RECORDS, HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
 
 if TYPE_CHECKING:
     from testbed.judge.facts import ProviderRecords
@@ -76,7 +76,7 @@ class RunDir:
         with contextlib.suppress(OSError):  # a file system without locks: the run shows as interrupted while it goes
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._history = _Stream(path / HISTORY)
-        self._records: _Stream | None = None  # opened by the first keep_records
+        self._kept: dict[str, _Stream] = {}  # the files beside the history, each opened by its first line
         self._flushed = time.monotonic()
 
     def record(self, line: str) -> None:
@@ -86,9 +86,17 @@ class RunDir:
     def keep_records(self, line: str) -> None:
         """What a provider the run did not start (its log stays on its host) said of
         some ops, as the run judged them (`testbed.store.history.records_line`)."""
-        if self._records is None:
-            self._records = self._guarded(lambda: _Stream(self.path / PROVIDER_RECORDS))
-        self._write(self._records, line)
+        self._keep(PROVIDER_RECORDS, line)
+
+    def keep_evidence(self, line: str) -> None:
+        """What a real destination held for some ops, as the evidence reader answered
+        (`testbed.store.evidence.evidence_line`)."""
+        self._keep(DESTINATION_RECORDS, line)
+
+    def _keep(self, name: str, line: str) -> None:
+        if name not in self._kept:
+            self._kept[name] = self._guarded(lambda: _Stream(self.path / name))
+        self._write(self._kept[name], line)
 
     def _write(self, out: _Stream, line: str) -> None:
         self._guarded(lambda: out.write(line))
@@ -98,7 +106,7 @@ class RunDir:
             self._flushed = time.monotonic()
 
     def _streams(self) -> list[_Stream]:
-        return [self._history] + ([self._records] if self._records is not None else [])
+        return [self._history, *self._kept.values()]
 
     def _guarded(self, write: Callable[[], T]) -> T:
         """A write, unless the store is broken; the store broken by its Unwritable."""
@@ -396,7 +404,8 @@ def _size(path: Path) -> int:
 
 def check_stored(run: Path) -> Results:
     """A stored run's results, once every file of it has been read and found as its schema
-    says (results.json, each line of history.jsonl, the provider's log or records): one line
+    says (results.json, each line of history.jsonl, the provider's log or records, a destination's
+    records): one line
     naming the damaged file where one is not (UsageError, exit 2). A run still going is
     refused (UsageError); one killed before its end is said to be incomplete (RunFailure, exit 3)."""
     from testbed.store import results
@@ -425,10 +434,16 @@ def check_stored(run: Path) -> Results:
         )
     with stored_provider(run) as provider:
         if isinstance(provider, StoredRecords):  # every op judged has its record: fewer, a file cut short
-            for cell, _ in judged:
-                if (held := provider.held(tally.ledgers[cell])) < tally.ops[cell]:
-                    said = f"has the records of {held} of the {tally.ops[cell]} ops cell {cell} judged"
-                    raise UsageError(f"{_shown(run / PROVIDER_RECORDS)} {said}: it is cut short")
+            tally.check_held(run / PROVIDER_RECORDS, provider.held, judged)
+    if found.options.destination is not None:
+        from testbed.store.evidence import StoredEvidence
+
+        if not os.path.lexists(run / DESTINATION_RECORDS):
+            raise UsageError(
+                f"{_shown(run)} ran against --destination {found.options.destination.url} but has no"
+                f" {DESTINATION_RECORDS}: its destination's records were not kept, so it cannot be checked"
+            )
+        tally.check_held(run / DESTINATION_RECORDS, StoredEvidence(run).held, judged)
     return found
 
 
@@ -453,6 +468,14 @@ class _Tally:
                 tally.facts[line.cell] += 1
                 tally.ops[line.cell] += len(line.ops)
         return tally
+
+    def check_held(self, path: Path, held: Callable[[str], int], judged: list[tuple[str, int]]) -> None:
+        """A file beside the history with an answer for every op judged (`held`: of a ledger's ops);
+        UsageError, one line naming it, where it has fewer: it is cut short."""
+        for cell, _ in judged:
+            if (count := held(self.ledgers[cell])) < self.ops[cell]:
+                said = f"has the records of {count} of the {self.ops[cell]} ops cell {cell} judged"
+                raise UsageError(f"{_shown(path)} {said}: it is cut short")
 
     def cut_short(self, cell: str, ops: int) -> str | None:
         """What the history lacks of a judged cell: its cell line, or the facts line of each of its ops."""

@@ -16,10 +16,11 @@ from testbed.engines import engine_of
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
+from testbed.infra.sandbox import FLAG as COMMAND_FLAG
 from testbed.infra.stack import StackOptions
 from testbed.judge.promises import Promise
 from testbed.lab import userjobs
-from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader, check_answers
+from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
@@ -52,21 +53,37 @@ class Jobs:
         if self.destination is None:
             return None
         destination = self.destination.check(self.handlers)
-        check_answers(destination.url)
+        self.destination.check_reachable()
         assert self.destination.evidence is not None  # checked
         userjobs.check([self.destination.evidence], paths, dict(self.env), self.import_timeout)
         return self.destination.reader(destination, paths)
 
+    def with_sandbox(self, stack: StackOptions) -> StackOptions:
+        """The stack, with the destination's sandbox among its parts if the lab starts it."""
+        sandbox = None if self.destination is None else self.destination.sandbox()
+        if sandbox is None:
+            return stack
+        if stack.remote is not None:
+            raise UsageError(
+                f"{COMMAND_FLAG} with --hosts: the provider on another host could not reach a sandbox started here;"
+                " start it where the provider can reach it and pass --destination alone"
+            )
+        return replace(stack, sandbox=sandbox)
+
 
 def destination_choice(
-    url: str | None, evidence: str | None, effects: Sequence[str] = (), evidence_timeout: float = EVIDENCE_TIMEOUT
+    url: str | None,
+    evidence: str | None,
+    effects: Sequence[str] = (),
+    evidence_timeout: float = EVIDENCE_TIMEOUT,
+    command: str | None = None,
 ) -> DestinationChoice | None:
-    """A real destination as a front end gives it (None: none); its reader and rules go with a URL."""
+    """A real destination as a front end gives it (None: none); its reader, rules and sandbox go with a URL."""
     if url is None:
-        if evidence is not None or effects:
-            raise UsageError("--evidence and --destination-effect go with --destination URL")
+        if evidence is not None or effects or command is not None:
+            raise UsageError(f"--evidence, --destination-effect and {COMMAND_FLAG} go with --destination URL")
         return None
-    return DestinationChoice(url, evidence, tuple(effects), evidence_timeout)
+    return DestinationChoice(url, evidence, tuple(effects), evidence_timeout, command)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +113,7 @@ class RunRequest:
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
-        stack, cells = on_engine(self.engine, stack, self.cells, shape)
+        stack, cells = on_engine(self.engine, self.jobs.with_sandbox(stack), self.cells, shape)
         if self.overrides and stack.engine.name != "rq":
             s = self.engine.spelling
             raise UsageError(

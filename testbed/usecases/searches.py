@@ -62,7 +62,9 @@ class SearchRequest:
         stack = fit_faults(stack, faults)
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
-        stack = engine_stack(self.engine, stack, RunShape(self.retries, self.jobs.handlers, paths, bool(names)))
+        stack = engine_stack(
+            self.engine, self.jobs.with_sandbox(stack), RunShape(self.retries, self.jobs.handlers, paths, bool(names))
+        )
         search = Search(
             targets_of(names, self.jobs.handlers),
             scenarios,
@@ -112,6 +114,8 @@ class PreparedSearch:
             flags += "".join(
                 f" --destination-effect {shlex.quote(rule)}" for rule in reader.destination.effects.spelled()
             )
+            if self.stack.sandbox is not None:
+                flags += f" --destination-command {shlex.quote(self.stack.sandbox.spelled)}"
         return flags
 
 

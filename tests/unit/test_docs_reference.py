@@ -85,6 +85,7 @@ def test_every_route_appears_with_its_parameters_and_responses() -> None:
 
 
 def test_every_field_of_every_stored_format_appears() -> None:
+    from testbed.store.evidence import destination_records_schema
     from testbed.store.history import history_schema, provider_records_schema
     from testbed.store.layout import FILES
     from testbed.store.results import results_schema
@@ -92,7 +93,7 @@ def test_every_field_of_every_stored_format_appears() -> None:
     page = reference.stored_run_markdown()
     for file in FILES:
         assert f"| `{file.name}` |" in page, file.name
-    for schema in (results_schema(), history_schema(), provider_records_schema()):
+    for schema in (results_schema(), history_schema(), provider_records_schema(), destination_records_schema()):
         models = [schema, *schema.get("$defs", {}).values()]
         for model in models:
             for field in model.get("properties", {}):

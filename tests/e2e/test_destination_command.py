@@ -1,0 +1,145 @@
+"""The destination's sandbox as a part of the stack (`--destination-command`): moto's server
+started by the lab, waited for, watched, and stopped with all it started, whatever ends the run."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from labcore.procs import free_port
+from tests.support.helpers import (
+    Ran,
+    assert_left_nothing,
+    descendants,
+    finish,
+    run_testbed,
+    start_testbed,
+)
+
+pytestmark = pytest.mark.e2e
+
+MOTO = str(Path(sys.executable).with_name("moto_server"))
+SQS = ["--destination-effect", "X-Amz-Target: AmazonSQS.SendMessage", "--evidence", "examples.sqs_fifo:effects"]
+
+
+@pytest.fixture(autouse=True)
+def queue(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    monkeypatch.setenv("SQS_QUEUE", f"{request.node.name[:60]}.fifo")
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+def started_by_the_lab(port: int, command: str | None = None) -> list[str]:
+    url = f"http://127.0.0.1:{port}"
+    spelled = command or f"{MOTO} -H 127.0.0.1 -p {port}"
+    return ["--handler", "examples.sqs_fifo:keyed", "--destination", url, "--destination-command", spelled, *SQS]
+
+
+def answers(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def sandboxes(pid: int) -> Iterator[psutil.Process]:
+    """moto's servers below a testbed process."""
+    for child in psutil.Process(pid).children(recursive=True):
+        if any(part.endswith("/moto_server") for part in child.cmdline()):
+            yield child
+
+
+def test_the_lab_starts_the_sandbox_judges_against_it_and_stops_it(workdir: Path, port: int) -> None:
+    store = workdir / "runs"
+    args = [*started_by_the_lab(port), "--ops", "10", "-b", "none", "-b", "after-effect", "--store", str(store)]
+    ran = run_testbed(args, workdir, timeout=300)
+    assert ran.code == 0, ran.stderr
+    assert [(row["boundary"], row["effects"], row["missingOperations"]) for row in ran.json["rows"]] == [
+        ("none", 10, 0),
+        ("after-effect", 10, 0),
+    ]
+    # Its output went to the run's logs, not to the terminal.
+    log = (store / "latest" / "logs" / "destination.log").read_text()
+    assert "Running on http://127.0.0.1" in log
+    assert "Running on" not in ran.stdout + ran.stderr
+    assert not answers(port)  # stopped with the run
+    assert_left_nothing(ran)
+
+
+def test_a_sandbox_that_exits_at_start_is_named_before_any_cell(workdir: Path, port: int) -> None:
+    ran = run_testbed(started_by_the_lab(port, "sh -c 'echo no such region >&2; exit 4'"), workdir, timeout=120)
+    assert ran.code == 2, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    said = "testbed: error: the destination's sandbox (sh -c 'echo no such region >&2; exit 4') exited (exit 4)"
+    assert lines[-1].startswith(said) and lines[-1].endswith("last log line: no such region"), lines
+    assert not any(line.startswith("[1/") for line in lines)  # no cell ran
+    assert ran.results is None
+    assert_left_nothing(ran)
+
+
+def test_a_command_that_cannot_be_split_is_refused_in_one_line(workdir: Path, port: int) -> None:
+    ran = run_testbed(started_by_the_lab(port, f"{MOTO} -p '{port}"), workdir, timeout=60)
+    assert ran.code == 2
+    assert ran.stderr.strip().splitlines() == [
+        f'testbed: error: --destination-command "{MOTO} -p \'{port}": no closing quotation'
+    ]
+    assert_left_nothing(ran)
+
+
+def _after_first_cell(port: int, workdir: Path, then: str, command: str | None = None) -> Ran:
+    args = [
+        *started_by_the_lab(port, command),
+        "--ops",
+        "5",
+        "--every",
+        "5",
+        "--parallel",
+        "1",
+        "-b",
+        "none",
+        "-b",
+        "after-effect",
+    ]
+    proc, _, err = start_testbed(args, workdir)
+    seen: set[tuple[int, float]] = set()
+    deadline = time.monotonic() + 300
+    while "[1/2]" not in err.read_text():
+        seen |= descendants(proc.pid)
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    seen |= descendants(proc.pid)
+    (server,) = sandboxes(proc.pid)  # the server, below the command the lab started
+    if then == "kill the sandbox":
+        server.kill()
+    else:
+        proc.send_signal(signal.SIGINT)
+    return finish(proc, workdir, 300, seen=seen)
+
+
+def test_a_sandbox_that_dies_mid_run_is_named_and_the_cells_before_kept(workdir: Path, port: int) -> None:
+    ran = _after_first_cell(port, workdir, "kill the sandbox")
+    assert ran.code == 3, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("testbed: error: ")]
+    named = f"testbed: error: the destination's sandbox ({MOTO} -H 127.0.0.1 -p {port}) (pid "
+    assert len(lines) == 1 and lines[0].startswith(named) and "died during the run (killed by SIGKILL)" in lines[0]
+    assert [row["cell"] for row in ran.json["rows"]] == ["c001"]
+    assert_left_nothing(ran)
+
+
+def test_ctrl_c_stops_the_sandbox_with_the_rest(workdir: Path, port: int) -> None:
+    # A shell that starts the server and waits: the lab stops the shell and what it started.
+    ran = _after_first_cell(port, workdir, "interrupt", f"sh -c '{MOTO} -H 127.0.0.1 -p {port} & wait'")
+    assert ran.code == 130, ran.stderr[-1500:]
+    assert not answers(port)
+    assert_left_nothing(ran)  # the shell and the server it started, among the rest
