@@ -16,6 +16,8 @@ data-attributes, so a test (or a reader's browser tools) can find them:
 - `#load` (load runs): throughput, kills and effects over time
   (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
 - `#coverage` (explore runs): what the trials armed and struck (`testbed.report.explore`);
+- `#destination` (runs against a real destination): per cell, what the lab forwarded
+  against what the destination holds, op by op (`testbed.report.destination`);
 - `#timelines`: one timeline per cell (`figure.cell-timeline[data-cell]`), a row per
   faulted op (`g.op-row[data-op][data-outcome]`), and each op's events below it.
 """
@@ -29,7 +31,7 @@ from typing import Any
 from labcore.scoped import user_op_id
 from testbed.judge.checker import OUTCOME_WORDS
 from testbed.judge.scorecard import latency_stats
-from testbed.report import explore, findings, reading, timelines
+from testbed.report import destination, explore, findings, reading, timelines
 from testbed.report.effects import NOTHING, ProviderSide
 from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
@@ -51,9 +53,11 @@ def render(
     provider: ProviderSide = NOTHING,
     *,
     max_rows_per_cell: int = timelines.ROWS,
+    at_destination: destination.Ledgers | None = None,
 ) -> str:
     """The page for a run's results; `history` is the run's event stream (see `document`),
-    `provider` what the run kept of the provider's side (`effects.read`)."""
+    `provider` what the run kept of the provider's side (`effects.read`), `at_destination`
+    a real destination's two sides (`destination.read`)."""
     rows = results.rows
     lines = None if history is None else list(history)  # read by the timelines too
     per_row = reading.histories(results, lines)
@@ -67,10 +71,18 @@ def render(
         _latency_section(results, rows, per_row),
         *([_load_section(rows)] if load else []),
         *filter(None, [explore.coverage_section(results)]),
+        *([_destination_section(results, lines, at_destination)] if at_destination is not None else []),
         _timelines_section(rows, _cell_facts(results, per_row, lines, provider), max_rows_per_cell),
     ]
     title = f"testbed {reading.command(results)} {results.run}".strip()
     return _page(title, sections)
+
+
+def _destination_section(
+    results: Results, lines: list[HistoryLine] | None, found: destination.Ledgers
+) -> tuple[str, str, str]:
+    ledgers = [judged.ledger for judged in reading.cell_streams(results, lines)]
+    return destination.section(results.rows, ledgers, found)
 
 
 def _page(title: str, sections: list[tuple[str, str, str]]) -> str:

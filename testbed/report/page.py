@@ -1,5 +1,5 @@
 """A stored run's report.html: its files read (results.json, history.jsonl and
-the provider's log, each read-only), the page rendered (`html.render`)."""
+the provider's log, and a destination's records, each read-only), the page rendered (`html.render`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.report import effects, html
+from testbed.report import destination, effects, html
 from testbed.store import results
 from testbed.store.history import read_history
 from testbed.store.layout import RESULTS
@@ -16,7 +16,8 @@ from testbed.store.layout import RESULTS
 
 def of_run(run: Path) -> str:
     with collector_paused():
-        return html.render(results.read(run / RESULTS), read_history(run), effects.read(run))
+        found = destination.read(run)
+        return html.render(results.read(run / RESULTS), read_history(run), effects.read(run), at_destination=found)
 
 
 @contextmanager

@@ -61,6 +61,10 @@ class StoredEvidence:
         """The ops of a ledger the file has the answer for."""
         return len(self._ledgers.get(ledger, {}))
 
+    def ledgers(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Each ledger's ops (by their full id) and what the destination held for each."""
+        return {name: dict(held) for name, held in self._ledgers.items()}
+
     def read(self, op_ids: list[str]) -> dict[str, tuple[str, ...]]:
         """What the destination held for these ops, as stored; UsageError where one is not there."""
         if lost := next((op for op in op_ids if op not in self._ops), None):

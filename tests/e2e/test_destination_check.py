@@ -94,3 +94,30 @@ def test_check_refuses_stored_records_cut_short(destination_run: RanIn, tmp_path
     (line,) = checked.stderr.strip().splitlines()
     said = rf"testbed: error: cut/{RECORDS} has the records of 0 of the 10 ops cell c00\d judged: it is cut short"
     assert re.fullmatch(said, line), line
+
+
+def test_the_report_sets_what_the_lab_forwarded_beside_what_the_destination_holds(
+    destination_run: RanIn, tmp_path: Path
+) -> None:
+    _, workdir = destination_run
+    run = tmp_path / "reported"
+    shutil.copytree(_stored(workdir), run)
+    made = run_testbed([str(run)], tmp_path, command="report")
+    assert made.code == 0, made.stderr
+    page = (run / "report.html").read_text()
+    cells = dict(
+        re.findall(r'<details class="destination-cell" data-cell="(c\d+)"[^>]*><summary>([^<]*)</summary>', page)
+    )
+    assert cells["c002"] == (
+        "examples.sqs_fifo:keyed @ after-effect (kill): 10 ops, 11 effects forwarded, 10 records at the destination;"
+        " 1 op(s) where they differ"
+    )
+    assert cells["c004"].endswith("11 effects forwarded, 11 records at the destination; 0 op(s) where they differ")
+    (row,) = re.findall(r'<tr class="destination-op" data-op="([^"]+)" data-finding="yes">(.*?)</tr>', page)
+    assert row[0] == "tenant-demo:notification:10"
+    assert re.sub(r"<[^>]+>", "|", row[1]).split("|")[1::2] == [
+        "tenant-demo:notification:10",
+        "#1: 1 effect, 1 read; #2: 1 effect, 1 read",
+        "1",
+        "the destination kept 1 of 2 forwarded effects (it deduplicated)",
+    ]

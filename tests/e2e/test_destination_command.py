@@ -3,7 +3,9 @@ started by the lab, waited for, watched, and stopped with all it started, whatev
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -143,3 +145,54 @@ def test_ctrl_c_stops_the_sandbox_with_the_rest(workdir: Path, port: int) -> Non
     assert ran.code == 130, ran.stderr[-1500:]
     assert not answers(port)
     assert_left_nothing(ran)  # the shell and the server it started, among the rest
+
+
+PLUGIN_TESTS = """\
+import os
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_lab_starts_the_sandbox_for_the_run_and_stops_it_after(lab):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    moto = Path(sys.executable).with_name("moto_server")
+    rows = lab.run(
+        "examples.sqs_fifo:keyed",
+        boundaries=["after-effect"],
+        ops=10,
+        destination=url,
+        destination_command=f"{moto} -H 127.0.0.1 -p {port}",
+        evidence="examples.sqs_fifo:effects",
+        destination_effects=["X-Amz-Target: AmazonSQS.SendMessage"],
+    )
+    rows.assert_exactly_once()
+    assert rows.row("after-effect").counts.effects == 10
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return
+    raise AssertionError("the sandbox still answers after the run")
+"""
+
+
+def test_the_plugin_starts_the_sandbox_for_a_run(tmp_path: Path) -> None:
+    """`lab.run(..., destination_command=...)` in a user's own pytest run."""
+    from tests.e2e.test_plugin import ROOT, _plugin_args
+
+    (tmp_path / "test_sandboxed.py").write_text(PLUGIN_TESTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("RQ_KEY_PREFIX", None)  # this session's: the user's run claims its own
+    argv = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-q", "test_sandboxed.py"]
+    ran = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
