@@ -53,9 +53,11 @@ def vars_of(settings: RQTimers) -> dict[str, int]:
 
 
 def shared_meta(stack_args: StackArgs, stack: StackOptions) -> dict[str, Any]:
-    """What results.json's options say of the stack: its workers, its Redis, its engine."""
+    """What results.json's options say of the stack: its workers, its Redis, its engine, the
+    destination's sandbox it started."""
     redis = "shared" if stack_args.redis_url else "private"
-    return {"workers": stack_args.workers, "redis": redis, **stack.engine.meta()}
+    sandbox = {} if stack.sandbox is None else {"destinationCommand": stack.sandbox.spelled}
+    return {"workers": stack_args.workers, "redis": redis, **stack.engine.meta(), **sandbox}
 
 
 def destination_meta(reader: Reader | None) -> dict[str, Any]:

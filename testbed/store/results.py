@@ -295,6 +295,9 @@ class GivenOptions(Record):
     evidence: str | None = Field(
         None, description="The reader of the destination's records (module:function) the effects were counted from."
     )
+    destination_command: str | None = Field(
+        None, description="The command that started the destination's sandbox with the run (--destination-command)."
+    )
     kill_rate: float | None = Field(None, description="load: the chance that an attempt (not the last) is killed.")
     boundaries: list[str] | None = Field(
         None, description="chaos: the boundaries the matrix was narrowed to (-b); load: those kills are drawn from."

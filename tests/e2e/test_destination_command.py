@@ -71,6 +71,7 @@ def test_the_lab_starts_the_sandbox_judges_against_it_and_stops_it(workdir: Path
         ("none", 10, 0),
         ("after-effect", 10, 0),
     ]
+    assert ran.json["options"]["destinationCommand"] == f"{MOTO} -H 127.0.0.1 -p {port}"
     # Its output went to the run's logs, not to the terminal.
     log = (store / "latest" / "logs" / "destination.log").read_text()
     assert "Running on http://127.0.0.1" in log

@@ -49,3 +49,14 @@ def test_a_sandbox_that_never_answers_is_named_within_its_bound_and_stopped(tmp_
     finally:
         sandbox.stop()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_sandbox_is_not_started_for_a_provider_on_another_host() -> None:
+    from testbed.infra.stack import RemoteOptions, StackOptions
+    from testbed.lab.destination import DestinationChoice
+    from testbed.usecases.runs import Jobs
+
+    jobs = Jobs(("m:f",), destination=DestinationChoice(URL, "m:effects", command="sh -c 'exit 0'"))
+    assert jobs.with_sandbox(StackOptions()).sandbox == SandboxCommand(("sh", "-c", "exit 0"), URL)
+    with pytest.raises(UsageError, match="--destination-command with --hosts: the provider on another host"):
+        jobs.with_sandbox(StackOptions(remote=RemoteOptions("http://10.0.0.2:8000", None)))
