@@ -3,12 +3,13 @@ started by the lab, waited for, watched, and stopped with all it started, whatev
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -55,11 +56,17 @@ def answers(port: int) -> bool:
     return True
 
 
+def below(pid: int, running: Callable[[list[str]], bool]) -> Iterator[psutil.Process]:
+    """The processes below a testbed process whose command line is one of these (those that went meanwhile left out)."""
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if running(child.cmdline()):
+                yield child
+
+
 def sandboxes(pid: int) -> Iterator[psutil.Process]:
     """moto's servers below a testbed process."""
-    for child in psutil.Process(pid).children(recursive=True):
-        if any(part.endswith("/moto_server") for part in child.cmdline()):
-            yield child
+    return below(pid, lambda argv: any(part.endswith("/moto_server") for part in argv))
 
 
 def test_the_lab_starts_the_sandbox_judges_against_it_and_stops_it(workdir: Path, port: int) -> None:
@@ -197,3 +204,18 @@ def test_the_plugin_starts_the_sandbox_for_a_run(tmp_path: Path) -> None:
     ran = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "1 passed" in ran.stdout
+
+
+def test_ctrl_c_while_the_lab_waits_for_the_sandbox_stops_it(workdir: Path, port: int) -> None:
+    proc, _, err = start_testbed(started_by_the_lab(port, "sleep 600"), workdir)
+    seen: set[tuple[int, float]] = set()
+    deadline = time.monotonic() + 120
+    while not any(below(proc.pid, lambda argv: argv == ["sleep", "600"])):
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    seen |= descendants(proc.pid)  # the lab is waiting for it to answer: no cell has started
+    proc.send_signal(signal.SIGINT)
+    ran = finish(proc, workdir, 120, seen=seen)
+    assert ran.code == 130, ran.stderr[-1500:]
+    assert not any(line.startswith("[1/") for line in ran.stderr.splitlines())
+    assert_left_nothing(ran)
