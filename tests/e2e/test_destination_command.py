@@ -210,7 +210,12 @@ def test_ctrl_c_while_the_lab_waits_for_the_sandbox_stops_it(workdir: Path, port
     proc, _, err = start_testbed(started_by_the_lab(port, "sleep 600"), workdir)
     seen: set[tuple[int, float]] = set()
     deadline = time.monotonic() + 120
-    while not any(below(proc.pid, lambda argv: argv == ["sleep", "600"])):
+    # Until the sandbox and the workers (the zygote and four forked from it) are up: the lab then
+    # waits for the workers to register, and for the sandbox to answer, which it never does.
+    while not (
+        any(below(proc.pid, lambda argv: argv == ["sleep", "600"]))
+        and len(list(below(proc.pid, lambda argv: argv[1:3] == ["-m", "workers.zygote"]))) >= 5
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
         time.sleep(0.05)
     seen |= descendants(proc.pid)  # the lab is waiting for it to answer: no cell has started
