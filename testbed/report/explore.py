@@ -1,10 +1,12 @@
 """What `testbed explore` prints and the report shows of it (pure), from its
-results (`Results.explore`): the search in figures, the counterexample in
-words with the command that replays it, and the coverage, which (attempt,
-boundary, fault) the trials armed and how often each struck, as a text table
-and as a heatmap (`#coverage`: the counterexample's headline as
-`p.counterexample[data-confirmed]`, one `figure.coverage[data-fault]` per fault,
-`rect.struck[data-attempt][data-boundary]` per place armed).
+results (`Results.explore`): the search in figures, the counterexample as the
+terminal prints it (`counterexample_text`: the report's first section is the
+same text), with the command that replays it, and the coverage, which
+(attempt, boundary, fault) the trials armed and how often each struck, as a
+text table and as a heatmap (`#coverage`: one `figure.coverage[data-fault]` per
+fault, `rect.struck[data-attempt][data-boundary]` per place armed); the trials
+by the phases the search stored (whatever their names), the other failing
+trials as the way to the counterexample, and the exploration in words.
 
 A counterexample that failed in none of its confirming runs is unconfirmed: said so
 everywhere (`headline`), its schedule kept to replay."""
@@ -122,12 +124,11 @@ def covered_text(summary: ExploreSummary) -> str:
         mine = [s for s in coverage if s.fault == fault]
         struck = sum(s.struck > 0 for s in mine)
         attempts = max(s.attempt for s in mine)
-        faults.append(f"{fault} at {len(mine)} ({struck} struck, attempts 1 to {attempts})")
-    places = len(coverage)
+        faults.append(f"{fault} at {len(mine)} ({struck} struck, on attempts 1 to {attempts})")
     reached = sum(s.struck > 0 for s in coverage)
     return (
-        f"{said} They armed {places} places (a fault at a boundary of an attempt), {reached} of them struck at least"
-        f" once: {'; '.join(faults)}. The coverage below has each place's count."
+        f"{said} They armed {len(coverage)} places (a fault at a boundary of an attempt), {reached} of them struck"
+        f" at least once; by fault, places armed: {'; '.join(faults)}."
     )
 
 
@@ -175,7 +176,8 @@ def counterexample_section(results: Results, history: Mapping[str, Sequence[Stor
         return "counterexample", "No counterexample", _note(f"{what} The {len(results.rows)} trials judged are below.")
     found = summary.counterexample
     if found is None:
-        return "counterexample", "No counterexample", el("p", esc(covered_text(summary)), class_="nothing-found")
+        covered = el("p", esc(covered_text(summary)), class_="nothing-found")
+        return "counterexample", "No counterexample", covered + _note("The coverage below has each place's counts.")
     i = counterexample_index(results)
     row = None if i is None else results.rows[i]
     # A line per element, the replay command's marked, no text between them: the terminal's text, in its order.

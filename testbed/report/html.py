@@ -15,9 +15,14 @@ data-attributes, so a test (or a reader's browser tools) can find them:
 - `#latency`: replay latency per recovery mode (`figure.latency-plot[data-mode]`);
 - `#load` (load runs): throughput, kills and effects over time
   (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
-- `#coverage` (explore runs): what the trials armed and struck (`testbed.report.explore`);
 - `#timelines`: one timeline per cell (`figure.cell-timeline[data-cell]`), a row per
   faulted op (`g.op-row[data-op][data-outcome]`), and each op's events below it.
+
+An exploration's page is about its counterexample (`testbed.report.explore`): `#counterexample`
+first (as the terminal printed it, `pre.terminal[data-confirmed]`, and its timeline), `#coverage`,
+`#trials` by phase (`details.phase[data-phase]`, `tr.trial[data-cell]`), the summary, the findings
+(`div.counterexample` once, `ul.way-there` for the other failing trials), then the run, the
+latency and the other trials' timelines, in folds by phase; no heatmap of cells (trials are no matrix).
 """
 
 from __future__ import annotations
@@ -101,7 +106,7 @@ def _exploration(
         _exploration_findings(results, per_row, links),
         _run_section(results, load=False),
         _latency_section(results, rows, per_row),
-        _timelines_section(rows, facts, limit, by_phase, shown={} if at is None else {at}, models=models),
+        _timelines_section(rows, facts, limit, by_phase, shown=() if at is None else (at,), models=models),
     ]
 
 

@@ -59,7 +59,7 @@ table.heatmap td.absent { color:var(--muted); text-align:center; }
 pre.text-table { background:var(--bg); border-radius:8px; padding:10px 14px; margin:0; font-size:12.5px;
   line-height:1.45; overflow-x:auto; }
 pre.terminal { background:var(--bg); border-radius:8px; padding:10px 14px; margin:0 0 12px; font-size:12.5px;
-  line-height:1.45; overflow-x:auto; }
+  line-height:1.45; white-space:pre-wrap; overflow-wrap:anywhere; }
 pre.terminal .replay { font-weight:700; }
 p.unconfirmed { color:var(--fail); font-weight:700; }
 details.phase { border-top:1px solid var(--line); padding:6px 0; }

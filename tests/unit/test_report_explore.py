@@ -240,8 +240,8 @@ def test_an_exploration_that_found_nothing_says_what_was_covered() -> None:
     assert first.one("h2").all_text() == "No counterexample"
     assert first.one("p", "nothing-found").all_text() == (
         "No counterexample: 6 trials, and the search ended because its budget of 6 trials was spent. They armed"
-        " 2 places (a fault at a boundary of an attempt), 2 of them struck at least once: kill at 2 (2 struck,"
-        " attempts 1 to 2). The coverage below has each place's count."
+        " 2 places (a fault at a boundary of an attempt), 2 of them struck at least once; by fault, places armed:"
+        " kill at 2 (2 struck, on attempts 1 to 2)."
     )
     assert sections(shown)[1] == "coverage"
     assert_no_grid_without_values(shown)
@@ -263,3 +263,18 @@ def test_a_chaos_run_of_a_schedule_draws_its_cells_values() -> None:
     assert_no_grid_without_values(shown)
     (sentence,) = findings.summary(parse(chaos).rows)
     assert sentence == "retry-only duplicates work (1 extra effect at schedule (1 op, 2 faults))."
+
+
+def test_an_exploration_the_lab_failed_under_says_so_first_and_keeps_its_trials() -> None:
+    document = exploration(PHASES) | {"explore": None, "incomplete": True, "failure": "the provider died"}
+    document["verdict"] = "incomplete"
+    shown = page(document)
+    first = shown.find_all("section")[0]
+    assert first.one("h2").all_text() == "No counterexample"
+    assert first.all_text().endswith(
+        "The lab failed during the exploration (the provider died): no counterexample was kept."
+        " The 6 trials judged are below."
+    )
+    (phase,) = shown.one("section", id="trials").find_all("details", "phase")
+    assert (phase.attrs["data-phase"], phase.attrs["data-trials"]) == ("judged before the lab failed", "6")
+    assert_no_grid_without_values(shown)
