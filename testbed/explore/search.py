@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labcore.boundaries import ORDER, Boundary
 from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
@@ -61,11 +62,13 @@ class Search:
     confirm: int = 3
     database: Path | None = None
     faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
+    boundaries: tuple[Boundary, ...] = ORDER  # where (a job on a destination: labcore.destination.STRUCK)
 
     def key(self, settings: TrialSettings) -> bytes:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
         what += [settings.promise, self.model_only, self.faults]
+        what += [self.boundaries] if self.boundaries != ORDER else []  # a search against a destination
         what += [settings.delivery] if settings.delivery is not None else []  # a search on Celery
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
@@ -200,7 +203,9 @@ def explore(run: Trials, search: Search) -> Exploration:
     held = run.workers - 1  # a worker left to run the held ops' duplicates
     retries = run.settings.retries
     policy = policy_of(run.settings.delivery, retries)
-    trial = trials(search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy)
+    trial = trials(
+        search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy, search.boundaries
+    )
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).
