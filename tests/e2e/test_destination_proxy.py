@@ -103,7 +103,7 @@ def test_an_upload_goes_on_whole_and_one_past_the_proxys_cap_is_the_labs_failure
         ("chaos", ["before-request"], "before-request is"),
         ("chaos", ["after-effect", "after-receipt"], "after-receipt is"),
         ("replay", ["before-request"], "before-request is"),
-        ("load", [], "before-request and after-receipt are"),  # load draws from every boundary unless told
+        ("load", ["after-receipt", "before-request"], "before-request and after-receipt are"),
     ],
 )
 def test_the_lab_clients_boundaries_are_refused_with_a_destination_before_any_work(
