@@ -133,7 +133,7 @@ class Temporal:
 
         assert self.address is not None, "the dev server is started before the workers"
         env = {t.ENGINE_ENV: self.name, t.PREFIX_ENV: run_prefix, t.ADDRESS_ENV: self.address}
-        return env | {t.QUEUE_ENV: task_queue(run_prefix), t.NAMESPACE_ENV: NAMESPACE}
+        return env | {t.QUEUE_ENV: task_queue(run_prefix), t.NAMESPACE_ENV: NAMESPACE, t.STATE_ENV: tmp}
 
     def worker_argv(self, name: str, queue: str, settings: RQTimers) -> list[str]:
         return ["--name", name]

@@ -4,6 +4,8 @@ under a recovery setting held to the model; the dev server's death named; nothin
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from pathlib import Path
 
@@ -76,3 +78,36 @@ def test_temporal_settings_are_refused_on_other_engines_and_bad_timeouts_before_
     assert ran.code == 2 and "--heartbeat-timeout (9 s) must be below --start-to-close-timeout (5 s)" in ran.stderr
     ran = run_testbed(["--engine", "temporal", "--delivery", "acks-late", "--no-store"], workdir)
     assert ran.code == 2, ran.stderr
+
+
+def test_the_process_running_an_activity_killed_from_outside_is_withheld(workdir: Path) -> None:
+    args = ["--engine", "temporal", "--delivery", "retry", "--handler", "tests.support.userjobs:sleeps_then_sends"]
+    proc, _, _ = start_testbed([*args, "-b", "none", "--ops", "4", "--no-store"], workdir)
+    victim = None
+    try:
+        deadline = time.monotonic() + 90
+        while victim is None and proc.poll() is None:
+            assert time.monotonic() < deadline, "no attempt was seen running"
+            victim = _running_an_attempt(psutil.Process(proc.pid), workdir)
+            time.sleep(0.05)
+        assert victim is not None, "the run ended before an attempt was seen running"
+        victim.send_signal(signal.SIGKILL)  # as the OOM killer would
+    finally:
+        ran = finish(proc, workdir, timeout=120)
+    assert ran.code == 3, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert f"its work-horse (pid {victim.pid}) died of SIGKILL with no kill of the plan" in ran.stderr
+    (row,) = ran.json["rows"]
+    assert row["verdict"] == "withheld"
+    assert_left_nothing(ran)
+
+
+def _running_an_attempt(run: psutil.Process, workdir: Path) -> psutil.Process | None:
+    """The Temporal process of a worker that noted the attempt in hand (`workers.engines.temporal`:
+    its pid first), if it is the run's."""
+    ours = {p.pid for p in run.children(recursive=True)}
+    for noted in workdir.glob("tmp/*/workers/tmp/*.attempt"):
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            pid = int(noted.read_text().split("\n")[0])
+            if pid in ours:
+                return psutil.Process(pid)
+    return None

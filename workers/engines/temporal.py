@@ -25,6 +25,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from redis import Redis
@@ -40,13 +41,14 @@ from labcore.engines.temporal import GIVEN_UP, WORKFLOW, Attempt, Order, activit
 from labcore.keys import RunKeys
 from labcore.prctl import die_with_parent
 from workers.engines import ENGINE_ENV as ENGINE_ENV  # the lab sets it in its Temporal workers' environment
-from workers.instrument import Job
+from workers.instrument import WORKER_ENV, Job, report_death
 
 # Set by the run in its Temporal workers' environment.
 PREFIX_ENV = "TESTBED_RUN_PREFIX"  # the run's keys
 ADDRESS_ENV = "TESTBED_TEMPORAL_ADDRESS"  # the dev server's frontend, host:port
 QUEUE_ENV = "TESTBED_TEMPORAL_QUEUE"  # the run's task queue
 NAMESPACE_ENV = "TESTBED_TEMPORAL_NAMESPACE"
+STATE_ENV = "TESTBED_TEMPORAL_STATE"  # a directory of the run's: each worker's attempt in hand
 
 
 @workflow.defn(name=WORKFLOW)
@@ -96,11 +98,38 @@ async def _attempt(run: Callable[[Job, dict[str, Any], str, int], Any], a: Attem
     activity heartbeating meanwhile where it has a heartbeat timeout."""
     timeout = activity.info().heartbeat_timeout
     beating = asyncio.create_task(_heartbeats(timeout.total_seconds() / 4)) if timeout else None
+    in_hand = _in_hand()
+    in_hand.write_text(f"{os.getpid()}\n{a.spec['prefix']}\n{a.spec['cell']}\n{a.op}")
     try:
         return await asyncio.to_thread(run, Job(_redis(), a.enqueued), a.spec, a.op, a.seq)
     finally:
+        in_hand.unlink(missing_ok=True)
         if beating is not None:
             beating.cancel()
+
+
+def _in_hand() -> Path:
+    """Where this worker's Temporal process notes the attempt it runs (its pid, the run's keys,
+    the cell, the op), for its worker to read if it dies of a signal."""
+    return Path(os.environ[STATE_ENV]) / f"{os.environ[WORKER_ENV]}.attempt"
+
+
+def _report_death(pid: int, status: int) -> None:
+    """The process running an attempt died of a signal: the controller hears of it, as from
+    an RQ worker whose work-horse died (an anomaly unless it killed it)."""
+    in_hand = _in_hand()
+    try:
+        noted, prefix, cell, op = in_hand.read_text().split("\n")
+    except (OSError, ValueError):
+        return  # it held no attempt
+    in_hand.unlink(missing_ok=True)
+    if int(noted) != pid:
+        return
+    redis = connections.from_url(os.environ[RQ_URL_ENV])
+    try:
+        report_death(redis, prefix, cell, op, pid, os.WTERMSIG(status))
+    finally:
+        redis.close()
 
 
 async def _heartbeats(every: float) -> None:
@@ -142,7 +171,9 @@ def serve(argv: list[str]) -> None:
                 sys.stderr.flush()
                 os._exit(code)
         _, status = os.waitpid(child, 0)
-        if os.waitstatus_to_exitcode(status) > 0:
+        if os.WIFSIGNALED(status):
+            _report_death(child, status)
+        elif os.waitstatus_to_exitcode(status) > 0:
             raise SystemExit(f"the Temporal worker process {child} failed (exit {os.waitstatus_to_exitcode(status)})")
 
 
