@@ -71,7 +71,9 @@ class Timeouts:
 
     def said(self) -> str:
         """As the tables' captions say them."""
-        return f"start_to_close_timeout {self.start_to_close:g} s, heartbeat_timeout {self.heartbeat:g} s (heartbeat)"
+        return (
+            f"start_to_close_timeout {self.start_to_close:g} s, heartbeat_timeout {self.heartbeat:g} s under heartbeat"
+        )
 
 
 def heartbeats(recovery: str) -> bool:
