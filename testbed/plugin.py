@@ -185,6 +185,8 @@ class Lab:
         delivery: Iterable[str] = (),
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        start_to_close_timeout: float | None = None,
+        heartbeat_timeout: float | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -194,7 +196,8 @@ class Lab:
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
         the handlers' work-horses (the workers are already running). On Celery
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
-        named), or the handler, a task of `celery_app` (`module:app`), under its own options.
+        named), or the handler, a task of `celery_app` (`module:app`), under its own options; on
+        Temporal (`engine="temporal"`), once per recovery setting, under the activity's timeouts.
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
         judged by `evidence` (`module:function`), as `testbed chaos --destination` does."""
         from testbed.engines.base import PLUGIN, EngineChoice
@@ -214,7 +217,15 @@ class Lab:
             every_nth(every),
             ops,
             _jobs(handlers, paths, promise, env, destination, evidence, destination_effects, evidence_timeout),
-            EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout, PLUGIN),
+            EngineChoice(
+                engine,
+                tuple(delivery),
+                celery_app,
+                visibility_timeout,
+                start_to_close_timeout,
+                heartbeat_timeout,
+                PLUGIN,
+            ),
             retries=retries,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
@@ -260,6 +271,8 @@ class Lab:
         delivery: str | None = None,
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        start_to_close_timeout: float | None = None,
+        heartbeat_timeout: float | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -291,7 +304,15 @@ class Lab:
                 evidence_timeout,
             ),
             "lab.explore needs a handler or a strategy",
-            EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout, PLUGIN),
+            EngineChoice(
+                engine,
+                (delivery,) if delivery else (),
+                celery_app,
+                visibility_timeout,
+                start_to_close_timeout,
+                heartbeat_timeout,
+                PLUGIN,
+            ),
             budget,
             seconds,
             seed,

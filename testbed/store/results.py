@@ -139,7 +139,8 @@ class ResultRow(Record):
     )
     scenario: str
     delivery: str | None = Field(
-        None, description="Celery's delivery settings the cell's task ran under (--engine celery); absent on RQ."
+        None,
+        description="The delivery (Celery) or recovery (Temporal) setting the cell's job ran under; absent on RQ.",
     )
     workers: int = Field(description="RQ worker processes.")
     faults: int = Field(0, description="Armed boundaries reached.")
@@ -283,10 +284,16 @@ class GivenOptions(Record):
     parallel: int | None = Field(None, description="Cells in flight at once.")
     workers: int | None = None
     redis: Literal["private", "shared"] | None = None
-    engine: Literal["celery"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
+    engine: Literal["celery", "temporal"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
     celery_app: str | None = Field(None, description="The user's Celery app whose task ran (--celery-app).")
     visibility_timeout: int | None = Field(
         None, description="Celery: seconds before the broker restored a killed worker's unacknowledged task."
+    )
+    start_to_close_timeout: float | None = Field(
+        None, description="Temporal: the activity's start_to_close_timeout, seconds (--start-to-close-timeout)."
+    )
+    heartbeat_timeout: float | None = Field(
+        None, description="Temporal: the activity's heartbeat_timeout under the heartbeat setting, seconds."
     )
     handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
     promise: str | None = Field(None, description="What users' jobs are judged against.")
