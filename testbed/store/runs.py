@@ -401,9 +401,11 @@ def _size(path: Path) -> int:
 
 def check_stored(run: Path) -> Results:
     """A stored run's results, once every file of it has been read and found as its schema
-    says (results.json, each line of history.jsonl, the provider's log or records): one line
-    naming the damaged file where one is not (UsageError, exit 2). A run still going is
-    refused (UsageError); one killed before its end is said to be incomplete (RunFailure, exit 3)."""
+    says (results.json, each line of history.jsonl, the provider's log or records), and as the
+    run stored it (`digests`): one line naming the damaged or edited file where one is not
+    (UsageError, exit 2); a run stored before digests were kept is read with a warning. A run
+    still going is refused (UsageError); one killed before its end is said to be incomplete
+    (RunFailure, exit 3)."""
     from testbed.store import results
 
     state = unended(run)
@@ -414,12 +416,6 @@ def check_stored(run: Path) -> Results:
         raise RunFailure(
             f"{_shown(run)} is an incomplete run: it was interrupted before it wrote its {RESULTS} (killed, or its"
             f" store could not be written) after {started} cell(s) started: nothing of it can be judged"
-        )
-    if not digests.verify(run):
-        print(
-            f"testbed: warning: {_shown(run)} has no {DIGESTS}: stored before runs had one (or it was"
-            " removed), so an edit of its files cannot be told",
-            file=sys.stderr,
         )
     found = results.read(run / RESULTS)
     tally = _Tally.of(run)
@@ -440,6 +436,14 @@ def check_stored(run: Path) -> Results:
                 if (held := provider.held(tally.ledgers[cell])) < tally.ops[cell]:
                     said = f"has the records of {held} of the {tally.ops[cell]} ops cell {cell} judged"
                     raise UsageError(f"{_shown(run / PROVIDER_RECORDS)} {said}: it is cut short")
+    # Each file read as its schema says first (what is wrong with a damaged one is said best there), then
+    # every file as the run stored it: an edit that keeps to the schemas (a verdict flipped) is refused too.
+    if not digests.verify(run):
+        print(
+            f"testbed: warning: {_shown(run)} has no {DIGESTS}: stored before runs had one (or it was"
+            " removed), so an edit of its files cannot be told",
+            file=sys.stderr,
+        )
     return found
 
 
