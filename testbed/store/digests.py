@@ -3,8 +3,8 @@ write, and checked before anything reads the run back (`testbed check`, `report`
 
 The run's directory is walked as it is, not as `testbed.store.layout` lists it, so that a
 file the lab comes to store (a destination's evidence, say) is covered without a change
-here. Left out: the manifest itself, and the report page, a view that `testbed report`
-writes again from results.json at any time (and nothing reads back).
+here. Left out: the manifest itself, the report page, a view that `testbed report` writes
+again from results.json at any time, and temp names (`*.tmp`): nothing reads them back.
 
 It tells an edit or an accident (a file changed, cut short, removed, added, or put in
 place as a link) from the run as it was stored; it is not a signature: with no key, whoever
@@ -120,8 +120,9 @@ def _walk(run: Path, strict: bool = False) -> list[tuple[str, Path]]:
 
 
 def _is_temp(name: str) -> bool:
-    """A file `testbed.store.files` writes under a temp name before it takes its own."""
-    return name.startswith(".") and name.endswith(".tmp")
+    """A temp name: the one `testbed.store.files` writes a file under before it takes its own
+    (`.name.<random>.tmp`), or an older lab's (`name.tmp`). Nothing reads one back."""
+    return name.endswith(".tmp")
 
 
 def _digest(path: Path) -> str:
