@@ -17,6 +17,7 @@ PROVIDER_RECORDS = "provider-records.jsonl"
 LOGS = "logs"
 REPORT = "report.html"
 COUNTEREXAMPLE = "counterexample.json"
+DIGESTS = "digests.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,12 @@ FILES = (
     StoredFile(
         COUNTEREXAMPLE,
         "explore: the smallest schedule it found that fails, as `testbed chaos --schedule` replays it",
+        False,
+    ),
+    StoredFile(
+        DIGESTS,
+        "the sha256 of every other file (but report.html), written last: `testbed check`, `report` and"
+        " `compare` refuse a run whose files differ from it (an edit or an accident; it is no signature)",
         False,
     ),
 )
