@@ -129,6 +129,10 @@ class Exploration:
             "breaches": self.count(Found.BREACH),
             "labFailures": self.count(Found.LAB),
             "coverage": self.coverage().to_json(),
+            "phases": [
+                {"phase": phase, "cells": [j.row.cell_id for j in judged if j.phase == phase]}
+                for phase in dict.fromkeys(j.phase for j in judged)
+            ],
         }
         found = self.counterexample
         if found is not None:

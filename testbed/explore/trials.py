@@ -36,6 +36,7 @@ class TrialResult:
     trial: Trial
     row: Row
     found: Found
+    phase: str  # the search's phase that ran it (search, shrink, confirm, ...): the report groups trials by it
 
 
 def found_in(row: Row) -> Found:
@@ -129,7 +130,7 @@ class Trials:
         self.rows += ran.rows
         if ran.failure is not None:
             raise RunFailure(ran.failure)
-        out = [TrialResult(t, row, found_in(row)) for t, row in zip(trials, ran.rows, strict=True)]
+        out = [TrialResult(t, row, found_in(row), phase) for t, row in zip(trials, ran.rows, strict=True)]
         for judged in out:
             self.judged.append(judged)
             self._heard(judged, phase)

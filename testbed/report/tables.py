@@ -137,8 +137,10 @@ def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
     out = []
     for (delivery, scenario, fault), group in groups.items():
         members = group + [(k, r) for k, r in controls if (k[4], k[3]) == (delivery, scenario)]
-        present = {k[1] for k, _ in members}
-        columns = [c for c in COLUMN_ORDER if c in present]
+        # Every boundary its cells name, in the lab's order: one it does not know (a schedule's) after them,
+        # never dropped (a grid without it would be drawn with none of its cells' values).
+        present = list(dict.fromkeys(k[1] for k, _ in members))
+        columns = [c for c in COLUMN_ORDER if c in present] + [c for c in present if c not in COLUMN_ORDER]
         named = {k[0] for k, _ in members}
         strategies = [s for s in STRATEGIES if s in named] + sorted(named - set(STRATEGIES))
         cells = {(k[0], k[1]): r for k, r in members}

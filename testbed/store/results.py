@@ -216,11 +216,17 @@ class ResultRow(Record):
     @property
     def label(self) -> str:
         """The cell's label, as the run printed it, from the row's own fields."""
-        shape = None
-        if self.schedule is not None:
-            ops = self.schedule["ops"]
-            shape = (len(ops), sum(len(op["faults"]) for op in ops))
-        return cell_label(self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, shape)
+        return cell_label(
+            self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, self.shape
+        )
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        """A trial's ops and faults (None for a cell of the matrix)."""
+        if self.schedule is None:
+            return None
+        ops = self.schedule["ops"]
+        return (len(ops), sum(len(op["faults"]) for op in ops))
 
     def as_cell(self) -> Cell:
         """The cell the row was run for (its label is the one the run printed)."""
@@ -373,6 +379,13 @@ class Counterexample(Record):
         return data
 
 
+class TrialPhase(Record):
+    """A phase of an exploration (search, shrink, confirm, or any other the search has), in the order it ran."""
+
+    phase: str
+    cells: list[str] = Field(description="Its trials' cell ids (their rows' `cell`), in the order they ran.")
+
+
 class ExploreSummary(Record):
     """What `testbed explore` tried and found; its trials are the rows."""
 
@@ -386,6 +399,11 @@ class ExploreSummary(Record):
     breaches: int = Field(description="Trials that broke the promise.")
     lab_failures: int = Field(description="Trials where the model and the run disagreed, or anomalies.")
     coverage: list[Struck]
+    phases: list[TrialPhase] = Field(
+        default_factory=list,
+        description="Each phase of the search, with its trials, in the order they ran. Absent from runs stored"
+        " before it: their rows are searched, shrinking and confirming trials, in that order.",
+    )
     counterexample: Counterexample | None = None
 
 

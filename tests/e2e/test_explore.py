@@ -14,6 +14,7 @@ import pytest
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.schedule import Schedule
+from tests.support.dom import parse
 from tests.support.helpers import Ran, assert_left_nothing, finish, run_testbed, start_testbed
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +92,13 @@ def test_a_counterexample_that_does_not_reproduce_is_reported_unconfirmed(
     check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
     assert check.code == 4, check.stdout + check.stderr
     page = run_testbed(["latest", "--store", str(store)], workdir / "report", command="report")
-    assert page.code == 0 and 'data-confirmed="false">UNCONFIRMED for' in Path(page.stdout.strip()).read_text()
+    assert page.code == 0, page.stdout + page.stderr
+    first = parse(Path(page.stdout.strip()).read_text()).find_all("section")[0]  # the page opens with it
+    assert first.one("h2").all_text() == "Unconfirmed counterexample"
+    assert first.one("p", "unconfirmed").all_text().startswith("UNCONFIRMED: not a counterexample until it reproduces")
+    terminal = first.one("pre", "terminal")
+    assert terminal.attrs["data-confirmed"] == "false" and terminal.all_text() in ran.stdout
+    assert terminal.all_text().startswith("UNCONFIRMED for tests.support.userjobs:breaks_on_first_run")
 
 
 def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
