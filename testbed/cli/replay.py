@@ -121,6 +121,6 @@ def replay(
         print(replays.render(row.history or {}))
         print(f"\n{row.cell.label}, recovery {recovery}: {replays.summary(row.replay_latency_ms, row.kills)}")
         c = row.counts
-        left = f"; {row.leftovers} {report.MARKS['l']}" if row.leftovers else ""
+        left = f"; {report.left_said(row.leftovers)}" if row.leftovers else ""
         print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}{left}\n")
     return output.finish(ran, out)

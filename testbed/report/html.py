@@ -41,10 +41,10 @@ from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, st
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
 from testbed.report.tables import (
-    MARKS,
     grid_text,
     grid_title,
     grids,
+    left_said,
     legend,
     load_grid,
     stored_cell_text,
@@ -267,7 +267,7 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     tooltip = f"{label}: {row.effects} effects, {row.missing_operations} missing, "
     tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {found.verdict}"
     if row.leftover_processes:
-        tooltip += f"; {row.leftover_processes} {MARKS['l']}"
+        tooltip += f"; {left_said(row.leftover_processes)}"
     return el(
         "td",
         body,

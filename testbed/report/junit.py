@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from testbed.report import explore, findings, reading
-from testbed.report.tables import MARKS
+from testbed.report.tables import left_said
 from testbed.store.files import replaced
 from testbed.store.results import ResultRow, Results
 
@@ -83,7 +83,7 @@ def _case(suite: ET.Element, row: ResultRow) -> None:
     names = ("effects", "missingOperations", "duplicateEffects", "kills", "replays")
     lines = [found.verdict, ", ".join(f"{name} {counts[name]}" for name in names), *ops]
     if left:
-        lines.append(f"{left} {MARKS['l']}")
+        lines.append(left_said(left))
     out.text = "\n".join(lines)
 
 

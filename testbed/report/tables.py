@@ -35,6 +35,13 @@ MARKS = {
     "l": "processes the jobs left running after their attempts, stopped",
 }
 DIFFERS = "!"
+
+
+def left_said(count: int) -> str:
+    """A cell's leftover processes in words, where a line says them (replay, JUnit, the report's tooltip)."""
+    return f"{count} {MARKS['l']}"
+
+
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"
 COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)

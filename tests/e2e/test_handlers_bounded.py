@@ -4,6 +4,7 @@ with `os._exit(0)` is a dead one."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -66,7 +67,7 @@ def test_processes_a_handler_leaves_are_stopped_and_counted_by_cell(workdir: Pat
     assert_left_nothing(ran)
 
 
-def test_load_and_replay_say_what_a_handlers_jobs_left(workdir: Path, pids: Path) -> None:
+def test_load_replay_and_a_schedule_say_what_a_handlers_jobs_left(workdir: Path, pids: Path) -> None:
     load = run_testbed(["--handler", LEAVES, "--ops", "8", "--kill-rate", "0"], workdir, timeout=120, command="load")
     assert load.code == 0, load.stderr
     (row,) = load.json["rows"]
@@ -85,6 +86,15 @@ def test_load_and_replay_say_what_a_handlers_jobs_left(workdir: Path, pids: Path
     assert f"replays: {row['replays']}; {4 + row['replays']} {LEFT_SAID}" in replay.stdout
     assert left_alive(pids) == []
     assert_left_nothing(replay)
+
+    (schedule := workdir / "schedule.json").write_text(
+        json.dumps({"ops": [{"faults": [{"attempt": 1, "boundary": "after-effect", "fault": "kill"}]}, {}]})
+    )
+    replayed = run_testbed(["--schedule", str(schedule), "--handler", LEAVES, "--no-store"], workdir, timeout=120)
+    assert replayed.code == 0, replayed.stderr
+    assert replayed.stdout.split("\n\n")[0].splitlines()[-1] == f"  3 {LEFT_SAID}"  # 2 attempts of op 1, 1 of op 2
+    assert left_alive(pids) == []
+    assert_left_nothing(replayed)
 
 
 def test_a_handlers_output_is_capped_per_attempt_in_the_store(workdir: Path) -> None:
