@@ -164,10 +164,11 @@ def _attempt(spec: dict[str, Any]) -> Iterator[None]:
     Retried or not, the task ends after this."""
     keys = RunKeys(spec["prefix"])
     _redis().sadd(keys.busy_workers, os.environ[WORKER_ENV])
+    since = horses.last_pid()
     try:
         yield
     finally:
-        left = horses.stop_strays(_FOUND | {os.getpid(), os.getppid()})
+        left = horses.stop_strays(_FOUND | {os.getpid(), os.getppid()}, since)
         # A Redis gone by now is a run ending (stopped, or failed and said so): nobody to tell.
         with contextlib.suppress(RedisError), _redis().pipeline(transaction=False) as pipe:
             if left:
