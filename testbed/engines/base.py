@@ -185,9 +185,8 @@ class Engine(Protocol):
         """The names of its workers that take jobs now."""
         ...
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
-        """Those of these live workers still ending a job: their work-horses' leftovers may not
-        be counted yet (none where no worker counts them: a pool child outlives its job)."""
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
+        """Those of these live workers still ending a job: what it left may not be counted yet."""
         ...
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:

@@ -158,8 +158,11 @@ class Celery:
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         return {name.decode() for name in cast(set[bytes], redis.smembers(keys.ready_workers))}
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
-        return set()  # its pool children live with their worker: what they left is found at the run's end
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
+        # A worker is busy from its task's start until what the task left is counted (in its
+        # pool child, before the task ends: `workers.engines.celery`).
+        busy = cast(set[bytes], redis.smembers(keys.busy_workers)) if workers else set()
+        return set(workers) & {name.decode() for name in busy}
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         return CeleryJobs(redis, url, keys.prefix)

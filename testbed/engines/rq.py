@@ -83,7 +83,7 @@ class RQ:
 
         return {w.name for w in Worker.all(connection=redis)}
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
         from rq import Worker
         from rq.worker import WorkerStatus
 

@@ -40,7 +40,7 @@ from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
 from testbed.explore.coverage import Coverage
 from testbed.explore.space import FAULTS, Target, Trial, batches, trials
-from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings
+from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings, sought
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
@@ -191,7 +191,7 @@ def explore(run: Trials, search: Search) -> Exploration:
         except Exception as exc:  # the lab's own failure: no counterexample to shrink
             raise _Aborted(exc) from exc
         stale = stale + 1 if len(run.judged) == before else 0
-        failed = any(_fails(j, search.model_only) for j in outcome)
+        failed = any(sought(j.found, search.model_only) for j in outcome)
         if failed and phase == "search":
             phase, done.searched = "shrink", len(run.judged)
         return failed
@@ -238,7 +238,7 @@ def explore(run: Trials, search: Search) -> Exploration:
     if smallest is None:
         done.searched = len(run.judged)
     else:
-        failing = [j for j in run.outcome(smallest, "shrink") if _fails(j, search.model_only)]
+        failing = [j for j in run.outcome(smallest, "shrink") if sought(j.found, search.model_only)]
         done.counterexample = min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first
         done.stopped = "a failure was found and shrunk"
         done.confirmations = run.run([done.counterexample.trial] * search.confirm, "confirm")
@@ -271,11 +271,7 @@ def words(judged: TrialResult) -> list[str]:
 def found_so_far(run: Trials, model_only: bool) -> TrialResult | None:
     """The last failing trial judged (while shrinking, the smallest yet): what a search
     stopped before its end (Ctrl-C) had found."""
-    return next((j for j in reversed(run.judged) if _fails(j, model_only)), None)
-
-
-def _fails(judged: TrialResult, model_only: bool) -> bool:
-    return judged.found is Found.LAB or (judged.found is Found.BREACH and not model_only)
+    return next((j for j in reversed(run.judged) if sought(j.found, model_only)), None)
 
 
 def targets_of(strategies: Sequence[str], handlers: Sequence[str]) -> tuple[Target, ...]:

@@ -46,6 +46,14 @@ def found_in(row: Row) -> Found:
     return Found.BREACH if promise is not None and not promise["kept"] else Found.KEPT
 
 
+def sought(found: Found, model_only: bool) -> bool:
+    """What a search takes for a failure, to shrink and confirm: a failure of the lab, or, unless
+    it looks for disagreements with the model only, a breach of the promise. A stored
+    exploration is judged again by it (`testbed check`), not by its rows' verdicts: under
+    --model-only a breach the model predicts fails its row but is not what was sought."""
+    return found is Found.LAB or (found is Found.BREACH and not model_only)
+
+
 @dataclass(frozen=True, slots=True)
 class TrialSettings:
     """What every trial of an exploration shares (the rest of `RunOptions`)."""

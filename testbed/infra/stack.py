@@ -171,7 +171,7 @@ class RunStack(ABC):
         `within` (a work-horse that hangs after its job) is left to the run's end."""
         deadline = time.monotonic() + within
         engine = self.options.engine
-        while engine.ending(self.redis, self._live_workers()) and time.monotonic() < deadline:
+        while engine.ending(self.redis, self.keys, self._live_workers()) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _live_workers(self) -> list[str]:

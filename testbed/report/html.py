@@ -40,7 +40,16 @@ from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
-from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
+from testbed.report.tables import (
+    grid_text,
+    grid_title,
+    grids,
+    left_said,
+    legend,
+    load_grid,
+    stored_cell_text,
+    stored_row_key,
+)
 from testbed.report.timelines import Anchor, CellTimeline, op_timeline
 from testbed.store.formats import StoredEvent
 from testbed.store.history import Line as HistoryLine
@@ -238,8 +247,8 @@ _OUTCOMES = (
 def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     """Row i's cell in heatmap `group` (a control is in every heatmap of its scenario)."""
     numbers = f"{row.effects} / {row.missing_operations} / {row.duplicate_effects}"
-    marks = [f"{n}{m}" for n, m in ((row.unresolved, "u"), (row.conflicts, "c"), (row.failed_by_provider, "f"))]
-    marks = [m for m in marks if not m.startswith("0")]
+    held = ((row.unresolved, "u"), (row.conflicts, "c"), (row.failed_by_provider, "f"))
+    marks = [f"{n}{m}" for n, m in (*held, (row.leftover_processes, "l")) if n]
     body = el("span", esc(numbers), class_="nums")
     if marks:
         body += el("span", esc(" ".join(marks)), class_="marks")
@@ -257,6 +266,8 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     label = found.label
     tooltip = f"{label}: {row.effects} effects, {row.missing_operations} missing, "
     tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {found.verdict}"
+    if row.leftover_processes:
+        tooltip += f"; {left_said(row.leftover_processes)}"
     return el(
         "td",
         body,
@@ -273,6 +284,7 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
         data_effects=row.effects,
         data_missing=row.missing_operations,
         data_duplicates=row.duplicate_effects,
+        data_leftovers=row.leftover_processes,
     )
 
 

@@ -156,7 +156,9 @@ class ResultRow(Record):
     leftover_processes: int = Field(
         0,
         description="Processes the cell's jobs left in their work-horses' process groups, stopped by their"
-        " workers as each work-horse ended (those that left the group are the run's, found at its end).",
+        " workers as each work-horse ended (those that left the group are the run's, found at its end); on"
+        " Celery, what a task left in its worker's group and as the pool child's own children, stopped by the"
+        " pool child as the task returned (a killed pool child's are the run's).",
     )
     replay_latency_ms: LatencyStats | None = None
     wall_seconds: float

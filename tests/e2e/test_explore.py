@@ -113,6 +113,21 @@ def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
     assert sorted(p.name for p in workdir.iterdir()) == ["results.json", "stderr.txt", "stdout.txt", "tmp"]
 
 
+def test_check_of_a_model_only_search_exits_as_the_search_did(workdir: Path) -> None:
+    """Breaches the model predicts fail their rows, but a --model-only search does not seek them."""
+    store = workdir / "runs"
+    args = ["-s", "provider-key", "--model-only", "--scenario", "key-expired", "--budget", "30", "--seed", "1"]
+    ran = run_testbed([*args, "--store", str(store)], workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    assert summary["breaches"] > 0 and summary["labFailures"] == 0 and "counterexample" not in summary
+    assert any(row["verdict"] == "fail" for row in ran.json["rows"])
+    (workdir / "check").mkdir()
+    check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
+    assert check.code == 0, check.stdout + check.stderr
+    assert_left_nothing(ran)
+
+
 def test_an_interrupted_search_says_the_breach_it_had_found(workdir: Path) -> None:
     """Ctrl-C once a trial broke the promise, while it is shrunk or confirmed: exit 130, nothing
     kept, but the breach and its schedule said first."""

@@ -126,6 +126,25 @@ def test_report_of_a_worker_kill_run_shows_recovery_and_the_failing_cell(worker_
     assert dom.one("div", "failure").attrs["data-cell"] == "provider-key @ after-effect (kill-worker)"
 
 
+def test_report_shows_the_processes_a_cells_jobs_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that leaves a process in its work-horse's group (and one out of it) per op."""
+    (tmp_path / "pids").mkdir()
+    monkeypatch.setenv("LEFTOVER_PIDS", str(tmp_path / "pids"))
+    leaves, sends = "tests.support.userjobs:leaves_a_process", "tests.support.userjobs:send_with_requests"
+    ran = run_testbed(["--handler", leaves, "--handler", sends, "-b", "none", "--ops", "3"], tmp_path)
+    assert ran.code == 0, ran.stdout + ran.stderr
+    assert_left_nothing(ran)
+    dom, _ = render_and_open(ran, tmp_path)
+    for strategy, left in ((leaves, 3), (sends, 0)):
+        (cell,) = dom.find_all("td", "cell", data_strategy=strategy)
+        assert cell.attrs["data-leftovers"] == str(left)
+        assert [m.all_text() for m in cell.find_all("span", "marks")] == ([f"{left}l"] if left else [])
+    said = "Nl processes the jobs left running after their attempts, stopped"
+    assert said in dom.one("section", id="heatmaps").all_text()
+    lines = [line.split() for line in dom.one("pre", "text-table").all_text().splitlines()]
+    assert [leaves, "3", "/", "0", "(3l)"] in lines and [sends, "3", "/", "0"] in lines
+
+
 @pytest.fixture(scope="module")
 def worked_example_run(tmp_path_factory: pytest.TempPathFactory) -> RanIn:
     """The worked example's exploration, as a new user runs it (its two-kill counterexample)."""
