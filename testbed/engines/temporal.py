@@ -141,7 +141,7 @@ class Temporal:
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         return names(redis.smembers(keys.ready_workers))
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
         return set()  # what an attempt left is found at the run's end
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
