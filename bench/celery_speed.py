@@ -33,7 +33,6 @@ ratio to itself is the noise any ratio here carries.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -43,27 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from bench.support.sides import ROOT, compile_project, load_average
+from bench.support.sides import ROOT, Counts, compile_project, counted, load_average
 from bench.support.whole import Timed, paired, runs, timed
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    """What a lab's run did, from its results: raw Celery does as much."""
-
-    cells: int
-    attempts: int  # every op's attempts: the intended ops and their replays
-    kills: int
-    workers: int
-
-
-def counted(results: Path) -> Counts:
-    data = json.loads(results.read_text())
-    if data["verdict"] != "pass":
-        raise SystemExit(f"the lab's run did not pass ({results}): its counts are not the model's")
-    rows = data["rows"]
-    attempts = sum(r["intended"] + r["replays"] for r in rows)
-    return Counts(len(rows), attempts, sum(r["kills"] for r in rows), data["options"]["workers"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,10 @@ class Bus:
             return None
         return events.decode(popped[1]) if cast(bytes, popped[0]).decode() == self.keys.bus else Wake.DRAINED
 
+    def pending(self) -> list[Hit | Event]:
+        """What is on the bus now, left there for `next` (a look ahead, read as it is)."""
+        return [events.decode(cast(bytes, raw)) for raw in self.redis.lrange(self.keys.bus, 0, -1)]
+
     def queued(self) -> Iterator[Hit | Event]:
         """What is on the bus now, without waiting: a blocking pop waits out its
         timeout on Redis's clock (100 ms steps at Redis's default hz), however short."""

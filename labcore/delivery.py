@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from labcore.choices import pick
-from labcore.engines import celery
+from labcore.engines import celery, temporal
 from labcore.redelivery import Redelivery, Setting
 
-SETTINGS: dict[str, Setting] = {**celery.SETTINGS, celery.APP: celery.APP_SETTING}
+SETTINGS: dict[str, Setting] = {**celery.SETTINGS, celery.APP: celery.APP_SETTING, **temporal.SETTINGS}
 
 
 def askable(engine: str | None = None) -> list[str]:

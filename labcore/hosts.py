@@ -123,6 +123,7 @@ class OrderReply:
     at: float = 0.0  # when the host sent the first SIGKILL, or began the cut or heal (its clock)
     confirmed_ms: float = 0.0  # from the SIGKILL until psutil saw every victim gone; the cut or heal in place
     already_gone: list[int] = field(default_factory=list)
+    gone: bool = False  # refused: the kill's work-horse had exited and been reaped (its attempt had ended)
     fresh: str = ""  # a replacement's worker name
     fresh_pid: int = 0
 

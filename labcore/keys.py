@@ -62,6 +62,12 @@ class RunKeys:
         return f"{self.prefix}:ready-workers"
 
     @property
+    def busy_workers(self) -> str:
+        """The workers in a task, by name, of an engine whose workers say so nowhere else: from
+        an attempt's start until what it left is counted (`leftovers`)."""
+        return f"{self.prefix}:busy-workers"
+
+    @property
     def given_up(self) -> str:
         """The jobs given up on (a task's FAILURE), by id, of an engine that keeps no record of them."""
         return f"{self.prefix}:given-up"

@@ -30,7 +30,7 @@ class Redelivery:
 
     child_lost: int | None
     worker_lost: int | None
-    error: int
+    error: int | None
     shared: bool = False
 
     @classmethod

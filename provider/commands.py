@@ -8,13 +8,13 @@ Plain (not frozen) dataclasses: one is made for every request, and a frozen one'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from labcore.destination import Destination
 from labcore.events import Hit
 from provider.contract import Contract
+from provider.wire import Fields
 
 
 @dataclass(slots=True)
@@ -123,7 +123,7 @@ class Forward:
     token: str
     path: str  # after the token, as sent (percent-encoded)
     query: str
-    headers: Mapping[bytes, bytes]
+    headers: Fields  # every line, a repeated name's too: passed on as sent
     body: bytes
 
 

@@ -6,7 +6,8 @@ Nagle off on TCP: asyncio turns it off only for a socket made with IPPROTO_TCP
 named, and a listening socket's accepted ones are made without; on a keep-alive
 connection an answer would otherwise wait for the client's delayed ACK.
 
-A body is read to its end unless it runs past MAX_BODY, or declares that it
+A body is read to its end unless it runs past its cap (MAX_BODY; a job's own
+request to its destination, MAX_FORWARDED_BODY: `Service.body_cap`), or declares that it
 will: then the request is answered from its head alone (413, or 401 without the
 token) and the connection closed, so an oversized body is never buffered. An
 armed send's answer is made in a thread of its own, which the send holds at its
@@ -44,6 +45,7 @@ from typing import cast
 import httptools
 
 from labcore.answers import REPLAYED
+from labcore.scoped import DESTINATION_ROOT
 from provider.forward import Passed
 from provider.limits import (
     BACKLOG,
@@ -65,12 +67,13 @@ from provider.service import (
     Response,
     Service,
 )
-from provider.wire import MAX_BODY
+from provider.wire import MAX_BODY, Fields
 
 _log = logging.getLogger("provider")
 _STATUS = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 _REPLAYED_LINE = b"%s: true\r\n" % REPLAYED.lower().encode()
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_FORWARDED = f"{DESTINATION_ROOT}/".encode()
 # One encoder (json.dumps with options makes one each call); the bytes a JSON answer has always had.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -222,8 +225,9 @@ class Connection(asyncio.Protocol):
         self._admitted: Client | None = None  # whom the connection counts against, once admitted
         # The request coming in.
         self._url = b""
-        self._headers: dict[bytes, bytes] = {}
-        self._body = b""
+        self._headers = Fields()
+        self._cap = MAX_BODY  # of this request's body: more is not read (`Service.body_cap`)
+        self._body: list[bytes] = []  # its chunks: joined once, a large body is not copied per chunk
         self._keep_alive = True
         self._cut = False  # answered from its head (its body is over the cap): the rest is not read
         self._kept = True  # its body is kept: not for a request the service refuses from its head
@@ -304,8 +308,8 @@ class Connection(asyncio.Protocol):
             raise _Refused
         self._busy = True
         self._url = b""
-        self._headers = {}
-        self._body = b""
+        self._headers = Fields()
+        self._body = []
         self._cut = False
         self._kept = True
         self._received = 0
@@ -321,7 +325,7 @@ class Connection(asyncio.Protocol):
         self._headers_read += 1
         self._head_read(len(name) + len(value))
         # The parser keeps a value's trailing whitespace, which is not part of it (RFC 9110, 5.5).
-        self._headers.setdefault(name.lower(), value.rstrip(b" \t"))
+        self._headers.add(name.lower(), value.rstrip(b" \t"))
 
     def _head_read(self, size: int) -> None:
         if self._in_head:
@@ -335,8 +339,9 @@ class Connection(asyncio.Protocol):
         # HTTP/1.1's keep-alive unless it says close (HTTP/1.0's only when it asks for it); an upgrade
         # this server does not speak is answered as a plain request, then the connection closed.
         self._keep_alive = parser.should_keep_alive() and not parser.should_upgrade()
+        self._cap = self._body_cap()
         declared = self._headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        if declared is not None and declared.isdigit() and int(declared) > self._cap:
             self._cut_short()
             return
         if declared not in (None, b"0") or b"transfer-encoding" in self._headers:
@@ -348,16 +353,22 @@ class Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if not self._cut:
             self._received += len(body)
-            if self._received > MAX_BODY:
+            if self._received > self._cap:
                 self._cut_short()
             elif self._kept:
-                self._body += body
+                self._body.append(body)
 
     def on_message_complete(self) -> None:
         if not self._cut:
             self._respond(oversized=False)
 
     # -- answering ------------------------------------------------------------------------
+
+    def _body_cap(self) -> int:
+        if not self._url.startswith(_FORWARDED):  # the provider's own API: what it ever takes
+            return MAX_BODY
+        request = self._request(oversized=False)
+        return MAX_BODY if request is None else self._connections.service.body_cap(request)
 
     def _wants_body(self) -> bool:
         request = self._request(oversized=False)
@@ -367,7 +378,7 @@ class Connection(asyncio.Protocol):
         """The body is over the cap: the request is answered from its head, and the connection closed."""
         self._cut = True
         self._keep_alive = False
-        self._body = b""
+        self._body = []
         self._respond(oversized=True)
 
     def _respond(self, oversized: bool) -> None:
@@ -401,7 +412,9 @@ class Connection(asyncio.Protocol):
         except UnicodeDecodeError:
             return None
         method = self._parser.get_method().decode("ascii")
-        return Request(method, text, query.decode("latin-1") if query else "", self._headers, self._body, oversized)
+        return Request(
+            method, text, query.decode("latin-1") if query else "", self._headers, b"".join(self._body), oversized
+        )
 
     def _answer(self, response: Response | Passed, request: Request) -> None:
         # A destination's answer is given back as it gave it; the connection stays as the job's asks.

@@ -5,7 +5,11 @@ On the way there: the method, the path after the job's token (under the destinat
 own base path), the query, the headers and the body. Host is the destination's, and
 the hop-by-hop headers (RFC 9110, 7.6.1) are the connection's, not the request's: they
 are left out, and the length is the body's own (the body came in whole, chunked or not).
-On the way back: the status, its reason, the headers but the hop-by-hop ones, the body.
+A header sent more than once goes on as each of its lines. On the way back: the status,
+its reason, the headers but the hop-by-hop ones (each line of a repeated one, as
+`Set-Cookie`), the body. Neither way is a body cut short: a request over
+`provider.wire.MAX_FORWARDED_BODY` is refused before it is forwarded, an answer over
+MAX_ANSWER is not passed back, and the provider notes either as its own failure.
 
 Each request goes on its own connection to the destination, closed after its answer:
 a kept-alive one that the destination closed meanwhile fails where no one can tell
@@ -18,14 +22,14 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 
 from labcore.destination import Destination
 
 FORWARD_TIMEOUT = 60.0  # seconds a destination may take to answer
-MAX_ANSWER = 64 * 1024 * 1024  # bytes of a destination's answer passed back
+MAX_ANSWER = 64 * 1024 * 1024  # bytes of a destination's answer passed back; past them, none is (TooLarge)
 HOP_BY_HOP = frozenset(
     {
         b"connection",
@@ -78,10 +82,15 @@ class DestinationDown(Exception):
     """The destination could not be reached, or did not answer in time: nothing came back."""
 
 
+class TooLarge(Exception):
+    """The destination answered more than the proxy passes back: a part of it is no answer to give."""
+
+
 def forward(
-    destination: Destination, method: str, path: str, query: str, headers: Mapping[bytes, bytes], body: bytes
+    destination: Destination, method: str, path: str, query: str, headers: Iterable[tuple[bytes, bytes]], body: bytes
 ) -> Passed:
-    """Send the request on to the destination and return its answer; DestinationDown if none came."""
+    """Send the request on to the destination and return its answer; DestinationDown if none came,
+    TooLarge if it is over MAX_ANSWER. `headers`: every line as sent, a repeated name's included."""
     scheme, host, port = destination.origin
     connection_type = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     connection = connection_type(host, port, timeout=FORWARD_TIMEOUT)
@@ -89,7 +98,7 @@ def forward(
     try:
         connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
         connection.putheader("Host", host if port in (80, 443) else f"{host}:{port}")
-        for name, value in headers.items():
+        for name, value in headers:
             if name not in _NOT_SENT:
                 connection.putheader(name.decode("latin-1"), value.decode("latin-1"))
         if body or method in ("POST", "PUT", "PATCH"):
@@ -97,7 +106,11 @@ def forward(
         connection.putheader("Connection", "close")
         connection.endheaders(body or None)
         response = connection.getresponse()
-        answer = response.read(MAX_ANSWER)
+        answer = response.read(MAX_ANSWER + 1)
+        if len(answer) > MAX_ANSWER:
+            raise TooLarge(
+                f"the destination's answer is over {MAX_ANSWER} bytes, which the lab's proxy does not pass back"
+            )
         given = tuple(
             (name.lower().encode("latin-1"), value.encode("latin-1"))
             for name, value in response.getheaders()

@@ -72,7 +72,7 @@ def _operation(resource: Resource, op: Operation, protected: bool, ref: Ref) -> 
     if protected and not resource.open:
         answers[401] = _UNAUTHORIZED
         doc["security"] = [{"bearer": []}]
-    answers[413] = _TOO_LARGE
+    answers.setdefault(413, _TOO_LARGE)  # a route with a cap of its own says it
     answers[431] = _HEAD_TOO_LARGE
     if resource.gated:
         answers.setdefault(503, _TURNED_AWAY)

@@ -252,7 +252,10 @@ def _forwards() -> tuple[Operation, ...]:
                 200: Documented("the destination's answer, whatever its status"),
                 **_BAD_SCOPE,
                 404: Documented("no destination for the scope's ledger", _ERROR),
-                502: Documented("the destination could not be reached", _ERROR),
+                413: Documented(
+                    f"request body over {wire.MAX_FORWARDED_BODY} bytes ({wire.MAX_BODY} without a valid token)", _ERROR
+                ),
+                502: Documented("the destination could not be reached, or answered over the proxy's cap", _ERROR),
                 503: Documented("an armed request the lab abandoned (chaos runs only)", _ERROR, (RETRY_AFTER,)),
             },
         )

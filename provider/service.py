@@ -27,7 +27,7 @@ import functools
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from http import HTTPStatus
 from typing import Any, assert_never
@@ -50,10 +50,7 @@ from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.routes import ROUTES, Resource, read
 from provider.scopes import Scopes
 from provider.store import Forwarded, LogReader, Store, UnknownLedger
-from provider.wire import MAX_BODY
-
-Headers = Mapping[bytes, bytes]  # names in lower case; of a repeated header, the first
-
+from provider.wire import MAX_BODY, MAX_FORWARDED_BODY, Fields
 
 # Request and Response: plain dataclasses, made for every request (see provider.commands); never changed.
 
@@ -63,9 +60,11 @@ class Request:
     method: str
     path: str  # as sent: percent-encoded
     query: str = ""
-    headers: Headers = field(default_factory=dict)
+    headers: Fields = field(default_factory=Fields)
     body: bytes = b""
-    oversized: bool = False  # the body ran past MAX_BODY: `body` is not all of it, and is not read on
+    oversized: bool = (
+        False  # the body ran past its cap (`Service.body_cap`): `body` is not all of it, and is not read on
+    )
 
 
 @dataclass(slots=True)
@@ -103,6 +102,10 @@ UNAUTHORIZED = Response(
     401, {"error": "missing or wrong bearer token"}, headers=((b"www-authenticate", b"Bearer"),), close=True
 )
 TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY} bytes"}, close=True)
+_FORWARD_TOO_LARGE = (
+    f"a request to the destination over {MAX_FORWARDED_BODY} bytes, which the lab's proxy does not pass on"
+)
+FORWARD_TOO_LARGE = Response(413, {"error": _FORWARD_TOO_LARGE}, close=True)
 NOT_FOUND = Response(404, {"error": "not found"})
 NO_DESTINATION = Response(404, {"error": "no destination for this ledger"})
 UNKNOWN_LEDGER = Response(404, {"error": "unknown ledger"})
@@ -210,6 +213,21 @@ class Service:
             return True
         return request.path.startswith(_FORWARDED) or _decoded(request.path).startswith(_SCOPED)
 
+    def body_cap(self, request: Request) -> int:
+        """The most of a request's body the server reads: a job's own request to its destination
+        may carry an SDK's upload; any other, what the provider's API ever takes. Only a request
+        its scope's token signs gets the larger cap, so a stranger holds no more than before."""
+        return MAX_FORWARDED_BODY if self._scoped_forward(request) else MAX_BODY
+
+    def _scoped_forward(self, request: Request) -> bool:
+        if not request.path.startswith(_FORWARDED):
+            return False
+        try:
+            self._scopes.verify(request.path[len(_FORWARDED) :].partition("/")[0])
+        except BadScope:
+            return False
+        return True
+
     def _authorized(self, request: Request) -> bool:
         if self._token is None:
             return True
@@ -219,7 +237,12 @@ class Service:
     def _refused(self, request: Request, open_route: bool) -> Response | None:
         if not open_route and not self._authorized(request):
             return UNAUTHORIZED
-        return TOO_LARGE if request.oversized else None
+        if not request.oversized:
+            return None
+        if self._scoped_forward(request):  # the job's own request, which the lab cannot pass on: its failure
+            self.failures.note(_FORWARD_TOO_LARGE)
+            return FORWARD_TOO_LARGE
+        return TOO_LARGE
 
     def _answer(self, resource: Resource, values: tuple[str, ...], request: Request) -> Response | HeldSend:
         refused = self._refused(request, resource.open)
@@ -376,7 +399,12 @@ class Service:
             holds.done(Boundary.BEFORE_EFFECT, hit)
             return ABANDONED
         try:
-            answer = forward.forward(destination, request.method, path, request.query, request.headers, request.body)
+            lines = request.headers.lines()
+            answer = forward.forward(destination, request.method, path, request.query, lines, request.body)
+        except forward.TooLarge as exc:  # not the destination's doing, nor the job's: the lab's
+            self.failures.note(str(exc))
+            answer = forward.failed(HTTPStatus.BAD_GATEWAY, str(exc))
+            self._store.record_forward(logged)
         except forward.DestinationDown as exc:
             answer = forward.failed(HTTPStatus.BAD_GATEWAY, f"the destination did not answer: {exc}")
             self._store.record_forward(logged)

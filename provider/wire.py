@@ -10,6 +10,7 @@ what the document says of it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, get_type_hints
 
 from labcore.destination import MAX_RULES, MAX_URL, BadDestination, Destination, Effects, parse_url
@@ -36,6 +37,11 @@ from provider.shapes import (
 )
 
 MAX_BODY = 64 * 1024  # every legitimate body is under 11 KiB
+# A job's own request to its destination, through the proxy: an SDK's upload in one request
+# (boto3's S3 transfers go in parts of 8 MiB; a single PutObject of this much). Past it the
+# proxy refuses the request (413) and the provider notes the failure, which ends the run: a
+# request the lab could not pass on is never judged as the job's.
+MAX_FORWARDED_BODY = 16 * 1024 * 1024
 MAX_KEY = 255  # Stripe's limit for Idempotency-Key
 MAX_NAME = 200  # ledger names and references
 MAX_ATTEMPT = 1_000_000  # far above any Retry(max=N); keeps the log's INTEGER column in range
@@ -48,6 +54,30 @@ NAME = Text(min_length=1, max_length=MAX_NAME)
 # Printable ASCII without spaces: what a header carries unchanged through every client and proxy.
 KEY = Text(min_length=1, max_length=MAX_KEY, pattern="[!-~]+")
 ATTEMPT = Integer(1, MAX_ATTEMPT)
+
+
+class Fields(dict[bytes, bytes]):
+    """A request's header fields, by lower-case name: the first of a repeated one, as the routes
+    and effect rules read them; `repeated`, the others in the order sent, which the proxy passes
+    on too (a field sent twice is two lines at the destination, as it was here)."""
+
+    __slots__ = ("repeated",)
+
+    def __init__(self, lines: Iterable[tuple[bytes, bytes]] = ()) -> None:
+        super().__init__()
+        self.repeated: list[tuple[bytes, bytes]] = []
+        for name, value in lines:
+            self.add(name, value)
+
+    def add(self, name: bytes, value: bytes) -> None:
+        if name in self:
+            self.repeated.append((name, value))
+        else:
+            self[name] = value
+
+    def lines(self) -> list[tuple[bytes, bytes]]:
+        """Every field as sent: a name's values stay in their order."""
+        return [*self.items(), *self.repeated]
 
 
 def _properties(cls: type[Any], shapes: dict[str, Shape[Any]]) -> tuple[Property, ...]:

@@ -186,6 +186,8 @@ class Lab:
         delivery: Iterable[str] = (),
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        start_to_close_timeout: float | None = None,
+        heartbeat_timeout: float | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -196,7 +198,8 @@ class Lab:
         first attempt of every `every`-th op faulted, `retries` RQ retries. `env` is set in
         the handlers' work-horses (the workers are already running). On Celery
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
-        named), or the handler, a task of `celery_app` (`module:app`), under its own options.
+        named), or the handler, a task of `celery_app` (`module:app`), under its own options; on
+        Temporal (`engine="temporal"`), once per recovery setting, under the activity's timeouts.
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
         judged by `evidence` (`module:function`), as `testbed chaos --destination` does;
         `destination_command` starts that sandbox for this run and stops it after, as
@@ -224,7 +227,15 @@ class Lab:
                 env,
                 Destined(destination, evidence, destination_effects, evidence_timeout, destination_command),
             ),
-            EngineChoice(engine, tuple(delivery), celery_app, visibility_timeout, PLUGIN),
+            EngineChoice(
+                engine,
+                tuple(delivery),
+                celery_app,
+                visibility_timeout,
+                start_to_close_timeout,
+                heartbeat_timeout,
+                PLUGIN,
+            ),
             retries=retries,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
@@ -271,6 +282,8 @@ class Lab:
         delivery: str | None = None,
         celery_app: str | None = None,
         visibility_timeout: int | None = None,
+        start_to_close_timeout: float | None = None,
+        heartbeat_timeout: float | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -300,7 +313,15 @@ class Lab:
                 Destined(destination, evidence, destination_effects, evidence_timeout, destination_command),
             ),
             "lab.explore needs a handler or a strategy",
-            EngineChoice(engine, (delivery,) if delivery else (), celery_app, visibility_timeout, PLUGIN),
+            EngineChoice(
+                engine,
+                (delivery,) if delivery else (),
+                celery_app,
+                visibility_timeout,
+                start_to_close_timeout,
+                heartbeat_timeout,
+                PLUGIN,
+            ),
             budget,
             seconds,
             seed,

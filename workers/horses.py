@@ -8,6 +8,14 @@ takes another job, and says how many there were (`stop_group`). A process that
 leaves the group (a daemon's `setsid`) is found at the run's end instead, in the
 session of the run's workers (`testbed.infra.supervisor`).
 
+A Celery pool child is no work-horse: it runs task after task, in its worker's
+process group (`workers.zygote` gives each worker one). What a task left is
+what the group holds once the task has returned, besides the worker, the pool
+child and what the pool child found there as it started (what a killed
+predecessor left, found at the run's end), and the pool child's own children
+that left the group; the pool child stops it before it takes another task
+(`stop_strays`).
+
 A work-horse writes to its worker's log; what it writes beyond OUTPUT_CAP bytes
 in one attempt is cut from the middle once it has ended (`cap_output`): its
 first and last lines stay, with a line saying how much went between them.
@@ -19,6 +27,7 @@ import contextlib
 import os
 import signal
 import stat
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 OUTPUT_CAP = 65_536  # bytes of one work-horse's output kept in its worker's log
@@ -36,22 +45,56 @@ def stop_group(pgid: int) -> int:
         return 0
     except PermissionError:  # a member of another user's (a setuid program): counted, not stoppable
         pass
-    members = _live_members(pgid)
+    members = len(live_members(pgid))
     if members:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     return members
 
 
-def _live_members(pgid: int) -> int:
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError), open(f"/proc/{entry}/stat", "rb") as file:
-                # "pid (comm) state ppid pgrp ...": comm may hold any byte but the last ")"
-                state, _, group = file.read().rpartition(b")")[2].split()[:3]
-                count += state != b"Z" and int(group) == pgid
-    return count
+def last_pid() -> int:
+    """The pid this pid namespace gave last: a process started after this is read has a greater
+    one, unless the pids wrapped around to the lowest free meanwhile."""
+    with open("/proc/sys/kernel/ns_last_pid", "rb") as file:
+        return int(file.read())
+
+
+def stop_strays(spared: Set[int], since: int) -> int:
+    """SIGKILL every process in this process's group but the `spared` (this process, its
+    parent, and those it found there as it began), and every child of this process that
+    left the group, started since `last_pid` was `since`; how many there were. A Celery
+    pool child shares its group with its worker and outlives its task
+    (`workers.engines.celery`): what a task left is what is there besides them once the
+    task has returned, and its own children, whose parent the pool child still is (the
+    lab's stop of the worker would kill them uncounted). Only the pids given since are
+    read, which are a few, not every process's: all of them if the pids wrapped around.
+    A stray that ends between the listing and the signal leaves its pid to another
+    process only once the system's pids have wrapped around meanwhile."""
+    me, group, until = os.getpid(), os.getpgrp(), last_pid()
+    given = range(since + 1, until + 1) if since <= until else None
+    strays = {pid for pid, parent, pgid in _live(given) if pgid == group or parent == me} - spared
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(strays)
+
+
+def live_members(pgid: int) -> set[int]:
+    """The processes of a group, as /proc lists them now."""
+    return {pid for pid, _, group in _live() if group == pgid}
+
+
+def _live(pids: Iterable[int] | None = None) -> list[tuple[int, int, int]]:
+    """Every process (of `pids`, if given) but the dead not yet waited for (zombies): its pid,
+    its parent's, its group's."""
+    found = []
+    for pid in pids if pids is not None else (int(e) for e in os.listdir("/proc") if e.isdigit()):
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/stat", "rb") as file:
+            # "pid (comm) state ppid pgrp ...": comm may hold any byte but the last ")"
+            state, parent, group = file.read().rpartition(b")")[2].split()[:3]
+            if state != b"Z":
+                found.append((pid, int(parent), int(group)))
+    return found
 
 
 @dataclass(frozen=True, slots=True)

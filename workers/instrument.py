@@ -9,6 +9,7 @@ and a retry waits until the controller has finished with earlier faults.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -50,6 +51,21 @@ def rq_job() -> Job:
     job = get_current_job()
     assert job is not None
     return Job(job.connection, job.enqueued_at.timestamp() if job.enqueued_at else None)
+
+
+def report_death(redis: Redis, prefix: str, cell: str, op: str, pid: int, signum: int) -> None:
+    """Tell the controller that the process running the op's attempt died of a signal (its
+    worker saw it): an anomaly unless the controller killed it. A Redis gone by now is a run
+    ending (stopped, or failed and said so): nobody to tell."""
+    from redis.exceptions import RedisError
+
+    keys = RunKeys(prefix)
+    with contextlib.suppress(RedisError):
+        raw = redis.hget(keys.cell(cell).attempts, op)
+        attempt = int(raw) if raw is not None else 0
+        worker = os.environ.get(WORKER_ENV, "")
+        died = Event(EventKind.HORSE_DIED, cell, op, attempt, pid, worker, time.time(), {"signal": signum})
+        Bus(redis, keys).emit(died)
 
 
 class ControllerAbsent(RuntimeError):

@@ -44,25 +44,20 @@ side of a comparison pays the shutdown stall.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from redis.client import PubSub
-from redis.exceptions import RedisError
 from rq.exceptions import DeserializationError
 from rq.job import JobStatus
 from rq.worker import Worker as RQWorker
 
 from labcore import connections
-from labcore.bus import Bus
-from labcore.events import Event, EventKind
 from labcore.keys import RunKeys
 from workers import horses
-from workers.instrument import WORKER_ENV
+from workers.instrument import report_death
 from workers.specs import HANDLER, USER_JOB
 
 CLASS_PATH = f"{__name__}.Worker"  # as RQ names a worker class (--worker-class, RQ_WORKER_CLASS)
@@ -137,16 +132,9 @@ class Worker(RQWorker):
         return status
 
     def _report_death(self, job: Any, pid: int, signal: int) -> None:
-        """Before RQ records the job as failed: the run judges a cell once all its jobs have ended.
-        A Redis gone by now is a run ending (stopped, or failed and said so): nobody to tell."""
+        """Before RQ records the job as failed: the run judges a cell once all its jobs have ended."""
         spec, op, _ = job.args
-        keys = RunKeys(spec["prefix"])
-        with contextlib.suppress(RedisError):
-            raw = self.connection.hget(keys.cell(spec["cell"]).attempts, op)
-            attempt = int(raw) if raw is not None else 0
-            worker = os.environ.get(WORKER_ENV, "")
-            died = Event(EventKind.HORSE_DIED, spec["cell"], op, attempt, pid, worker, time.time(), {"signal": signal})
-            Bus(self.connection, keys).emit(died)
+        report_death(self.connection, spec["prefix"], spec["cell"], op, pid, signal)
 
     def _still_mine(self, job: Any) -> bool:
         """The job is still started by this worker: its work-horse exited without ending it.

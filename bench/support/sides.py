@@ -12,9 +12,11 @@ name, `raw_rq.NOOP`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1]
@@ -84,3 +86,22 @@ def programs(
     }
     sides["testbed"] += ["--json", str(work / "run.json")]
     return env, sides
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What a lab's run did, from its results: a raw baseline does as much."""
+
+    cells: int
+    attempts: int  # every op's attempts: the intended ops and their replays
+    kills: int
+    workers: int
+
+
+def counted(results: Path) -> Counts:
+    data = json.loads(results.read_text())
+    if data["verdict"] != "pass":
+        raise SystemExit(f"the lab's run did not pass ({results}): its counts are not the model's")
+    rows = data["rows"]
+    attempts = sum(r["intended"] + r["replays"] for r in rows)
+    return Counts(len(rows), attempts, sum(r["kills"] for r in rows), data["options"]["workers"])

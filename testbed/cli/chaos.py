@@ -144,7 +144,10 @@ def chaos(
     if schedule is not None:
         from testbed.explore.accounts import row_lines
 
-        print("\n\n".join("\n".join(row_lines(row)) for row in ran.rows))
+        accounts = [
+            [*row_lines(row), *([f"  {report.left_said(row.leftovers)}"] if row.leftovers else [])] for row in ran.rows
+        ]
+        print("\n\n".join("\n".join(lines) for lines in accounts))
     else:
         caption = report.run_caption(ops, every, retries) + prepared.stack.engine.caption()
         print(report.tables(ran.rows, caption))

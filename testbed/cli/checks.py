@@ -8,8 +8,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from labcore.credentials import TOKEN_ENV
+from testbed import inputs
 from testbed.errors import UsageError
 from testbed.store import files
+
+# A bearer token is a few dozen bytes: a file past this is not one (and a device never ends).
+TOKEN_CAP = 4096
 
 # Past either limit a run needs --yes: it would keep the machine busy or its Redis big for long.
 CONFIRM_SECONDS = 30 * 60
@@ -37,6 +42,22 @@ def output_file(option: str, path: Path) -> None:
         files.probe(path)
     except files.Unwritable:
         raise UsageError(f"{option} {path}: not writable") from None
+
+
+def token(option: str, path: Path | None) -> str | None:
+    """The provider's token: from the file `option` names (a regular file of one line, at most
+    TOKEN_CAP bytes; else one line, exit 2), else from $TESTBED_PROVIDER_TOKEN (never the command line)."""
+    if path is None:
+        return os.environ.get(TOKEN_ENV, "").strip() or None
+    try:
+        text = inputs.read_bytes(path, TOKEN_CAP).decode()
+    except inputs.InputError as exc:
+        raise UsageError(f"{option} {inputs.quoted(str(path))}: {exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{option} {inputs.quoted(str(path))}: not text") from None
+    if len(found := text.strip().splitlines()) > 1:
+        raise UsageError(f"{option} {inputs.quoted(str(path))}: {len(found)} lines, not a token of one line")
+    return found[0].strip() if found else None
 
 
 def finite(option: str, value: float, low: float, high: float) -> None:

@@ -194,7 +194,6 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
     from testbed.lab import session
     from testbed.lab.session import Ran
     from testbed.report import explore as report
-    from testbed.report import findings, replays
     from testbed.store import results
 
     stack, search, settings = prepared.stack, prepared.search, prepared.settings
@@ -226,18 +225,16 @@ def _explore(prepared: PreparedSearch, out: Output, store: RunStore | None, path
             replay = _replay_command(saved, found, prepared, paths)
         summary = {"explore": exploration.to_json(replay)}
     out.keep(ran, store, summary)
-    explored = results.parse(out.document(ran, summary)).explore
+    document = results.parse(out.document(ran, summary))
+    explored = document.explore
     assert explored is not None
     print(report.coverage_text(explored))
     print()
-    print(report.summary_text(explored))
+    print(report.figures_text(explored))
     example = explored.counterexample
-    if example is not None:
-        row = next(r for r in ran.rows if r.cell_id == example.cell)
-        if example.found == "lab":  # both predictions: what the model expected of each op, what the run saw
-            print(findings.listing([results.parse_row(results.row_json(row))]))
-        if shown := replays.render(row.history or {}):
-            print(f"\nits ops killed, as the run saw them (trial {example.cell}):\n{shown}")
+    if example is not None:  # as the report opens with it
+        row = next(r for r in document.rows if r.cell == example.cell)
+        print(f"\n{report.counterexample_text(example, row, row.history)}")
     out.deliver(ran, summary)
     if example is None:
         return 0

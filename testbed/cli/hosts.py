@@ -12,20 +12,12 @@ import typer
 from typer import Option
 
 from labcore.credentials import TOKEN_ENV
+from testbed.cli import checks
 from testbed.cli.base import examples
 from testbed.cli.options import PRIVATE_HELP, StackArgs
 from testbed.errors import SetupError, UsageError
 from testbed.experiment.selection import at_least
 from testbed.infra.stack import PRIVATE_FLAG, RemoteOptions, require_password
-
-
-def read_token(token_file: Path | None) -> str | None:
-    """The provider's token: from a file, else from $TESTBED_PROVIDER_TOKEN (never the command line)."""
-    try:
-        token = token_file.read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
-    except OSError as exc:
-        raise SetupError(f"cannot read the token file: {exc.strerror}") from None
-    return token or None
 
 
 def remote_options(args: StackArgs) -> RemoteOptions | None:
@@ -41,7 +33,7 @@ def remote_options(args: StackArgs) -> RemoteOptions | None:
         raise UsageError("--hosts needs --redis-url (or $REDIS_URL): the Redis the hosts are registered with")
     if args.provider_port:
         raise UsageError("--provider-port starts a provider: not with --hosts")
-    return RemoteOptions(args.provider_url, read_token(args.provider_token_file))
+    return RemoteOptions(args.provider_url, checks.token("--provider-token-file", args.provider_token_file))
 
 
 def host(
@@ -73,7 +65,7 @@ def host(
     at_least("--workers", workers)
     if name is not None and not name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"--name must be letters, digits, - and _ (got {name!r})")
-    token = read_token(provider_token_file)
+    token = checks.token("--provider-token-file", provider_token_file)
     if not redis_private:
         require_password(redis_url)
     if token is None:

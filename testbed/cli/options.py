@@ -121,14 +121,19 @@ class StackArgs:
     ] = 30
     keep: Annotated[bool, Option("--keep", help="Keep the temp dir (and the keys on a shared Redis).")] = False
     engine: Annotated[
-        str, Option("--engine", metavar="ENGINE", help="The queue the jobs run on: rq or celery (testbed[celery]).")
+        str,
+        Option(
+            "--engine",
+            metavar="ENGINE",
+            help="The queue the jobs run on: rq, celery (testbed[celery]) or temporal (testbed[temporal]).",
+        ),
     ] = "rq"
     delivery: Annotated[
         list[str] | None,
         Option(
             "--delivery",
             metavar="SETTING",
-            help=f"Celery delivery setting (repeatable; default: all): {', '.join(askable())}.",
+            help=f"Celery delivery or Temporal recovery setting (repeatable; default: all): {', '.join(askable())}.",
         ),
     ] = None
     app: Annotated[
@@ -145,6 +150,22 @@ class StackArgs:
             "--visibility-timeout",
             metavar="SECONDS",
             help="Celery: when the broker restores a killed worker's unacknowledged task (default: the app's, 3600).",
+        ),
+    ] = None
+    start_to_close_timeout: Annotated[
+        float | None,
+        Option(
+            "--start-to-close-timeout",
+            metavar="SECONDS",
+            help="Temporal: the activity's start_to_close_timeout, when a killed attempt is retried (default 5).",
+        ),
+    ] = None
+    heartbeat_timeout: Annotated[
+        float | None,
+        Option(
+            "--heartbeat-timeout",
+            metavar="SECONDS",
+            help="Temporal: the activity's heartbeat_timeout under --delivery heartbeat (default 1).",
         ),
     ] = None
     # A stack the run does not start (testbed.cli.hosts): the hosts' workers and a provider on the network.
@@ -169,7 +190,14 @@ class StackArgs:
     def engine_choice(self) -> EngineChoice:
         from testbed.engines.base import EngineChoice
 
-        return EngineChoice(self.engine, tuple(self.delivery or ()), self.app, self.visibility_timeout)
+        return EngineChoice(
+            self.engine,
+            tuple(self.delivery or ()),
+            self.app,
+            self.visibility_timeout,
+            self.start_to_close_timeout,
+            self.heartbeat_timeout,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,7 @@ def replay(
     prepared = request.prepare(stack)
     stack = prepared.stack
     from testbed.report import replays
+    from testbed.report import tables as report
 
     meta = {"ops": ops, "every": every, "retries": retries, "recovery": mode, **shared_meta(stack_args, stack)}
     meta |= destination_meta(prepared.options.reader)
@@ -120,5 +121,6 @@ def replay(
         print(replays.render(row.history or {}))
         print(f"\n{row.cell.label}, recovery {recovery}: {replays.summary(row.replay_latency_ms, row.kills)}")
         c = row.counts
-        print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}\n")
+        left = f"; {report.left_said(row.leftovers)}" if row.leftovers else ""
+        print(f"effects / missing: {c.effects} / {c.missing_operations}; replays: {c.replays}{left}\n")
     return output.finish(ran, out)

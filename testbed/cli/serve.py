@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -39,14 +38,10 @@ def provider(
     """Run the provider on its own: an HTTP service with a durable effect log (its API: docs/reference/http-api.md)."""
     checks.finite("--port", port, 0, 65535)
     _check_db(db)
+    token = _provider_token(token_file, host)
     from testbed.infra.provider_process import bind
 
     sock = bind(host, port)
-    try:
-        token = _provider_token(token_file, host)
-    except SetupError:
-        sock.close()
-        raise
     from provider.server import serve
 
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
@@ -67,11 +62,7 @@ def _check_db(db: Path) -> None:
 
 def _provider_token(token_file: Path | None, host: str) -> str | None:
     """The standalone provider's token; none is allowed on loopback only (with a warning)."""
-    try:
-        token = token_file.read_text().strip() if token_file else os.environ.get(TOKEN_ENV, "").strip()
-    except OSError as exc:
-        raise SetupError(f"cannot read --token-file: {exc.strerror}") from None
-    if token:
+    if token := checks.token("--token-file", token_file):
         return token
     if not is_loopback(host):
         raise SetupError(f"refusing to serve on {host} without a token: set ${TOKEN_ENV} or pass --token-file")

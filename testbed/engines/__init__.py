@@ -11,9 +11,10 @@ from __future__ import annotations
 from testbed.engines.base import Engine, EngineChoice
 from testbed.engines.celery import Celery
 from testbed.engines.rq import RQ
+from testbed.engines.temporal import Temporal
 from testbed.errors import UsageError
 
-ENGINES: dict[str, type[Engine]] = {RQ.name: RQ, Celery.name: Celery}
+ENGINES: dict[str, type[Engine]] = {RQ.name: RQ, Celery.name: Celery, Temporal.name: Temporal}
 
 
 def engine_of(choice: EngineChoice) -> type[Engine]:

@@ -89,6 +89,8 @@ class Spelling:
     delivery: str = "--delivery"
     app: str = "--celery-app"
     visibility_timeout: str = "--visibility-timeout"
+    start_to_close_timeout: str = "--start-to-close-timeout"
+    heartbeat_timeout: str = "--heartbeat-timeout"
     handler: str = "--handler"
     strategy: str = "-s"
     recovery: str = "--recovery"
@@ -96,19 +98,31 @@ class Spelling:
 
 
 COMMAND_LINE = Spelling()
-PLUGIN = Spelling("engine=", "delivery=", "celery_app=", "visibility_timeout=", "a handler", "strategies=")
+PLUGIN = Spelling(
+    "engine=",
+    "delivery=",
+    "celery_app=",
+    "visibility_timeout=",
+    "start_to_close_timeout=",
+    "heartbeat_timeout=",
+    "a handler",
+    "strategies=",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class EngineChoice:
     """The engine asked for, as given: its name, the delivery settings (none: all of the
-    engine's), a user's own app (`module:app`) whose task runs the handler, and the broker's
-    visibility timeout."""
+    engine's), a user's own app (`module:app`) whose task runs the handler, the broker's
+    visibility timeout, and an activity's timeouts."""
 
     engine: str = "rq"
     deliveries: tuple[str, ...] = ()
     app: str | None = None
     visibility_timeout: int | None = None
+    # Temporal's activity timeouts, seconds (None: the engine's defaults).
+    start_to_close_timeout: float | None = None
+    heartbeat_timeout: float | None = None
     spelling: Spelling = field(default=COMMAND_LINE, compare=False)
 
 
@@ -124,6 +138,17 @@ class RunShape:
     builtins: bool = True
     remote: bool = False
     forced_recovery: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCommand:
+    """A server of an engine's own that its workers and its queue reach (Temporal's), which the
+    run's stack starts beside Redis and the provider and stops with them: its name, as errors
+    name it, its command line, and the port on 127.0.0.1 it answers on once ready."""
+
+    name: str
+    argv: tuple[str, ...]
+    port: int
 
 
 class Engine(Protocol):
@@ -143,6 +168,11 @@ class Engine(Protocol):
     # The distributions whose releases a run on it records, beside the lab's own.
     versions: ClassVar[tuple[str, ...]]
 
+    def server(self) -> tuple[Engine, ServerCommand] | None:
+        """Its own server, on ports chosen now, and the engine as its workers and queue reach
+        that server; None where it has none (its broker is the run's Redis)."""
+        ...
+
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         """What its workers' environment holds (`tmp`: a directory of the run's own)."""
         ...
@@ -155,9 +185,8 @@ class Engine(Protocol):
         """The names of its workers that take jobs now."""
         ...
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
-        """Those of these live workers still ending a job: their work-horses' leftovers may not
-        be counted yet (none where no worker counts them: a pool child outlives its job)."""
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
+        """Those of these live workers still ending a job: what it left may not be counted yet."""
         ...
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:

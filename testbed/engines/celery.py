@@ -26,7 +26,7 @@ from labcore.delivery import acks_early, askable, parse_delivery
 from labcore.engines.celery import APP, APP_TASK, ENGINE, Delivery, task_name
 from labcore.keys import QUEUE, RunKeys
 from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape
-from testbed.engines.rq import names
+from testbed.engines.rq import names, refuse_timeouts
 from testbed.errors import RunFailure, SetupError, UsageError
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import Nemesis, Scenario
@@ -70,6 +70,7 @@ class Celery:
         """The delivery settings named (all of them if none is), or with a user's app its
         tasks' own (`APP`)."""
         s = choice.spelling
+        refuse_timeouts(choice, "Celery")
         if choice.app is not None:
             if choice.deliveries:
                 raise UsageError(f"{s.app} runs its task under its own options: not with {s.delivery}")
@@ -132,6 +133,9 @@ class Celery:
         flags = f" --celery-app {choice.app}" if choice.app else f" --engine celery --delivery {delivery}"
         return flags + (f" --visibility-timeout {choice.visibility_timeout}" if choice.visibility_timeout else "")
 
+    def server(self) -> None:
+        """Its broker is the run's Redis."""
+
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         from workers.engines import celery as c
 
@@ -154,8 +158,11 @@ class Celery:
     def registered(self, redis: Redis, keys: RunKeys) -> set[str]:
         return {name.decode() for name in cast(set[bytes], redis.smembers(keys.ready_workers))}
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
-        return set()  # its pool children live with their worker: what they left is found at the run's end
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
+        # A worker is busy from its task's start until what the task left is counted (in its
+        # pool child, before the task ends: `workers.engines.celery`).
+        busy = cast(set[bytes], redis.smembers(keys.busy_workers)) if workers else set()
+        return set(workers) & {name.decode() for name in busy}
 
     def job_queue(self, redis: Redis, url: str, keys: RunKeys, retries: int) -> JobQueue:
         return CeleryJobs(redis, url, keys.prefix)

@@ -49,6 +49,7 @@ class RQ:
             raise UsageError(f"{s.delivery} is a Celery setting: it needs {s.engine} celery")
         if choice.visibility_timeout is not None:
             raise UsageError(f"{s.visibility_timeout} is a Celery setting: it needs {s.engine} celery")
+        refuse_timeouts(choice, "RQ")
         return []
 
     @classmethod
@@ -63,6 +64,9 @@ class RQ:
     @classmethod
     def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
         return ""
+
+    def server(self) -> None:
+        """Its broker is the run's Redis."""
 
     def worker_env(self, run_prefix: str, tmp: str) -> dict[str, str]:
         return {}
@@ -79,7 +83,7 @@ class RQ:
 
         return {w.name for w in Worker.all(connection=redis)}
 
-    def ending(self, redis: Redis, workers: Sequence[str]) -> set[str]:
+    def ending(self, redis: Redis, keys: RunKeys, workers: Sequence[str]) -> set[str]:
         from rq import Worker
         from rq.worker import WorkerStatus
 
@@ -108,6 +112,17 @@ class RQ:
 
     def meta(self) -> dict[str, Any]:
         return {}
+
+
+def refuse_timeouts(choice: EngineChoice, label: str) -> None:
+    """A UsageError if the choice sets Temporal's activity timeouts on another engine."""
+    s = choice.spelling
+    for given, spelled in (
+        (choice.start_to_close_timeout, s.start_to_close_timeout),
+        (choice.heartbeat_timeout, s.heartbeat_timeout),
+    ):
+        if given is not None:
+            raise UsageError(f"{spelled} is a Temporal setting: it needs {s.engine} temporal, not {label}")
 
 
 def recovery_seconds(s: RQTimers) -> tuple[int, int]:

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labcore.boundaries import ORDER, Boundary
 from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
 from testbed.explore.coverage import Coverage
 from testbed.explore.space import FAULTS, Target, Trial, batches, trials
-from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings
+from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings, sought
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
@@ -61,11 +62,13 @@ class Search:
     confirm: int = 3
     database: Path | None = None
     faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
+    boundaries: tuple[Boundary, ...] = ORDER  # where (a job on a destination: labcore.destination.STRUCK)
 
     def key(self, settings: TrialSettings) -> bytes:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
         what += [settings.promise, self.model_only, self.faults]
+        what += [self.boundaries] if self.boundaries != ORDER else []  # a search against a destination
         what += [settings.delivery] if settings.delivery is not None else []  # a search on Celery
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
@@ -129,6 +132,10 @@ class Exploration:
             "breaches": self.count(Found.BREACH),
             "labFailures": self.count(Found.LAB),
             "coverage": self.coverage().to_json(),
+            "phases": [
+                {"phase": phase, "cells": [j.row.cell_id for j in judged if j.phase == phase]}
+                for phase in dict.fromkeys(j.phase for j in judged)
+            ],
         }
         found = self.counterexample
         if found is not None:
@@ -184,7 +191,7 @@ def explore(run: Trials, search: Search) -> Exploration:
         except Exception as exc:  # the lab's own failure: no counterexample to shrink
             raise _Aborted(exc) from exc
         stale = stale + 1 if len(run.judged) == before else 0
-        failed = any(_fails(j, search.model_only) for j in outcome)
+        failed = any(sought(j.found, search.model_only) for j in outcome)
         if failed and phase == "search":
             phase, done.searched = "shrink", len(run.judged)
         return failed
@@ -196,7 +203,9 @@ def explore(run: Trials, search: Search) -> Exploration:
     held = run.workers - 1  # a worker left to run the held ops' duplicates
     retries = run.settings.retries
     policy = policy_of(run.settings.delivery, retries)
-    trial = trials(search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy)
+    trial = trials(
+        search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy, search.boundaries
+    )
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).
@@ -229,7 +238,7 @@ def explore(run: Trials, search: Search) -> Exploration:
     if smallest is None:
         done.searched = len(run.judged)
     else:
-        failing = [j for j in run.outcome(smallest, "shrink") if _fails(j, search.model_only)]
+        failing = [j for j in run.outcome(smallest, "shrink") if sought(j.found, search.model_only)]
         done.counterexample = min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first
         done.stopped = "a failure was found and shrunk"
         done.confirmations = run.run([done.counterexample.trial] * search.confirm, "confirm")
@@ -262,11 +271,7 @@ def words(judged: TrialResult) -> list[str]:
 def found_so_far(run: Trials, model_only: bool) -> TrialResult | None:
     """The last failing trial judged (while shrinking, the smallest yet): what a search
     stopped before its end (Ctrl-C) had found."""
-    return next((j for j in reversed(run.judged) if _fails(j, model_only)), None)
-
-
-def _fails(judged: TrialResult, model_only: bool) -> bool:
-    return judged.found is Found.LAB or (judged.found is Found.BREACH and not model_only)
+    return next((j for j in reversed(run.judged) if sought(j.found, model_only)), None)
 
 
 def targets_of(strategies: Sequence[str], handlers: Sequence[str]) -> tuple[Target, ...]:

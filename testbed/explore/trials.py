@@ -36,6 +36,7 @@ class TrialResult:
     trial: Trial
     row: Row
     found: Found
+    phase: str  # the search's phase that ran it (search, shrink, confirm, ...): the report groups trials by it
 
 
 def found_in(row: Row) -> Found:
@@ -43,6 +44,14 @@ def found_in(row: Row) -> Found:
         return Found.LAB
     promise = row.promise
     return Found.BREACH if promise is not None and not promise["kept"] else Found.KEPT
+
+
+def sought(found: Found, model_only: bool) -> bool:
+    """What a search takes for a failure, to shrink and confirm: a failure of the lab, or, unless
+    it looks for disagreements with the model only, a breach of the promise. A stored
+    exploration is judged again by it (`testbed check`), not by its rows' verdicts: under
+    --model-only a breach the model predicts fails its row but is not what was sought."""
+    return found is Found.LAB or (found is Found.BREACH and not model_only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +130,7 @@ class Trials:
         self.rows += ran.rows
         if ran.failure is not None:
             raise RunFailure(ran.failure)
-        out = [TrialResult(t, row, found_in(row)) for t, row in zip(trials, ran.rows, strict=True)]
+        out = [TrialResult(t, row, found_in(row), phase) for t, row in zip(trials, ran.rows, strict=True)]
         for judged in out:
             self.judged.append(judged)
             self._heard(judged, phase)

@@ -43,7 +43,7 @@ from testbed.host import network
 from testbed.infra import leftovers
 from testbed.infra.liveness import PartDied, check_alive
 from testbed.infra.supervisor import Supervisor
-from testbed.nemesis.kills import Killer
+from testbed.nemesis.kills import HorseGone, Killer
 
 _POLL = 0.25  # how often runs, heartbeats and workers are looked at
 _STATE_TTL = 600  # a host's state of a run outlives the run only briefly if the run dies
@@ -238,6 +238,8 @@ class HostDaemon:
             if order.kind in (OrderKind.CUT, OrderKind.HEAL):
                 return self._partition(served, order)
             return OrderReply(order.id, False, f"unknown order {order.kind!r}")
+        except HorseGone as exc:
+            return OrderReply(order.id, False, f"host {self.name}: {exc}", gone=True)
         except RunFailure as exc:
             return OrderReply(order.id, False, f"host {self.name}: {exc}")
 

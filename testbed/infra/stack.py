@@ -26,6 +26,7 @@ from testbed.engines.base import Engine, JobQueue, RQTimers
 from testbed.engines.rq import RQ
 from testbed.errors import SetupError
 from testbed.infra import leftovers
+from testbed.infra.engine_server import EngineServer
 from testbed.infra.liveness import stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
@@ -109,6 +110,8 @@ class RunStack(ABC):
         self.run_id = run_id
         self.options = options
         self.keys = RunKeys(run_prefix(run_id))
+        # The run's engine, as its workers and queue reach its server, once that is started.
+        self.engine = options.engine
         self._exit = contextlib.ExitStack()
         self.sandbox: Sandbox | None = None  # the destination's, while one runs as a part of the stack
 
@@ -156,7 +159,7 @@ class RunStack(ABC):
 
     def job_queue(self, retries: int) -> JobQueue:
         """Where the run's jobs go: its engine's queue (`retries`: RQ's `Retry(max=retries)`)."""
-        jobs = self.options.engine.job_queue(self.redis, self.redis_url, self.keys, retries)
+        jobs = self.engine.job_queue(self.redis, self.redis_url, self.keys, retries)
         self._exit.callback(jobs.close)
         return jobs
 
@@ -189,7 +192,7 @@ class RunStack(ABC):
         `within` (a work-horse that hangs after its job) is left to the run's end."""
         deadline = time.monotonic() + within
         engine = self.options.engine
-        while engine.ending(self.redis, self._live_workers()) and time.monotonic() < deadline:
+        while engine.ending(self.redis, self.keys, self._live_workers()) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _live_workers(self) -> list[str]:
@@ -222,6 +225,7 @@ class Stack(RunStack):
     def __init__(self, run_id: str, options: StackOptions) -> None:
         super().__init__(run_id, options)
         self._private: PrivateRedis | None = None
+        self._server: EngineServer | None = None
         self._ownership: leftovers.KeyOwnership | None = None
 
     def _start(self) -> None:
@@ -245,6 +249,11 @@ class Stack(RunStack):
             self._private = private = PrivateRedis(self.workdir)
             self._exit.callback(private.stop)
             self.redis_url = private.launch()
+        served = o.engine.server()
+        if served is not None:
+            self.engine, command = served
+            self._server = EngineServer(command, self.workdir)
+            self._exit.callback(self._stop_server)  # after the workers, which reach it
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(
             self.workdir,
@@ -253,7 +262,7 @@ class Stack(RunStack):
             QUEUE,
             o.settings,
             self.provider.token,
-            o.engine,
+            self.engine,
             run_prefix=self.keys.prefix,
         )
         if o.sandbox is not None:
@@ -275,6 +284,8 @@ class Stack(RunStack):
 
     def wait_ready(self) -> None:
         self.provider.wait_ready()
+        if self._server is not None:
+            self._server.wait_ready()
         self.supervisor.wait_ready(self.redis)
         self.admin = ProviderAdmin(self.provider.job_url, self.provider.token)
         self._exit.callback(self.admin.close)
@@ -287,6 +298,8 @@ class Stack(RunStack):
         if self._private is not None:
             self._private.check()
         self.provider.check()
+        if self._server is not None:
+            self._server.check()
         self.supervisor.check()
         self._check_sandbox()
         if self._ownership is not None:
@@ -304,6 +317,10 @@ class Stack(RunStack):
         """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            stop_all(self._server.release())
 
     def _live_workers(self) -> list[str]:
         return [w.name for w in self.supervisor.workers.values() if not w.killed]

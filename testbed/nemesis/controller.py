@@ -29,9 +29,9 @@ from testbed.errors import RunFailure
 from testbed.experiment.scenarios import Scenario
 from testbed.judge.observer import CellObservations, Sink
 from testbed.nemesis.changes import ScenarioChanges
-from testbed.nemesis.kills import Killing
+from testbed.nemesis.kills import HorseGone, Killing
 from testbed.nemesis.recovery import Recover, Recovery
-from testbed.nemesis.unplanned import unplanned_call, unplanned_death
+from testbed.nemesis.unplanned import ENDINGS, stranded_kill, unplanned_call, unplanned_death
 
 # How often a wait on the provider checks that the stack's parts are alive.
 _WATCH_EVERY = 0.5
@@ -55,6 +55,8 @@ class _Cell:
     gave_up: set[tuple[str, int]] = field(default_factory=set)
     struck: set[str] = field(default_factory=set)  # hit ids: an armed hit fires once
     late: dict[str, Hit] = field(default_factory=dict)  # waiting for the next attempt's first answer
+    # How each attempt armed with a kill of its work-horse ended (ENDINGS), should it end before the kill.
+    endings: dict[tuple[str, int], list[Event]] = field(default_factory=dict)
 
 
 class WorkerLoss(Protocol):
@@ -165,7 +167,13 @@ class Controller:
         job = str(JobId(hit.cell, seq.seq))
         if whole_worker and self._lost is not None:
             self._lost.before(cell.id, job)
-        kill = self._killer.kill(hit.pid, whole_worker, hit.worker)
+        try:
+            kill = self._killer.kill(hit.pid, whole_worker, hit.worker)
+        except HorseGone:
+            self._stranded(cell, hit)
+            return
+        finally:
+            cell.endings.pop((hit.op, hit.attempt), None)
         cell.killed.update((hit.op, pid) for pid in [*kill.victims, *kill.already_gone])
         for pid in kill.already_gone:
             cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
@@ -187,6 +195,18 @@ class Controller:
                 cell.seen.note(hit.op, EventKind.RECOVERED, time.time(), mode=Recovery.FORCED.value, jobs=requeued)
             if self._lost is not None:
                 self._lost.after(job)
+
+    def _stranded(self, cell: _Cell, hit: Hit) -> None:
+        """The attempt ended before its kill: an anomaly saying how, from its reports heard so
+        far or still on the bus (a work-horse reaped has made all of them); the hit is then let
+        go and settled as after a kill, so that the op goes on and its cell is judged withheld."""
+        ahead = [m for m in self._bus.pending() if isinstance(m, Event) and m.cell == hit.cell]
+        reports = [
+            e
+            for e in [*cell.endings.get((hit.op, hit.attempt), []), *ahead]
+            if (e.op, e.attempt) == (hit.op, hit.attempt) and e.kind in ENDINGS
+        ]
+        cell.seen.anomaly(stranded_kill(hit.op, hit.attempt, hit.boundary, hit.pid, reports))
 
     def _crash(self, cell: _Cell, hit: Hit) -> None:
         """The provider dies holding the request. Several armed requests may be
@@ -281,6 +301,8 @@ class Controller:
         cell = self._cells.get(event.cell)
         if cell is None:  # an event of a cell already judged carries nothing new
             return
+        if event.kind in ENDINGS and _kills_horse(cell.plan, event):
+            cell.endings.setdefault((event.op, event.attempt), []).append(event)
         if event.kind in (EventKind.CALL_FAILED, EventKind.HORSE_DIED):
             self._unplanned(cell, event)
             return
@@ -313,6 +335,12 @@ class Controller:
             return self._cells[cell_id]
         except KeyError:
             raise RunFailure(f"a fault was hit in cell {cell_id!r}, which is not running") from None
+
+
+def _kills_horse(plan: Plan, event: Event) -> bool:
+    """Whether the plan arms a kill of the event's attempt's work-horse."""
+    armed = plan.armed(seq_of(event.op))
+    return any(a.attempt == event.attempt and RULES[a.fault].kills_horse for a in armed)
 
 
 def _armed(plan: Plan, hit: Hit) -> Armed | None:

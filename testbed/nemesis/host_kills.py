@@ -15,7 +15,7 @@ from labcore.hosts import Order, OrderKind, OrderReply, new_order_id
 from testbed.errors import RunFailure
 from testbed.infra.hosts import HostPool, HostStack, RemoteWorker
 from testbed.infra.stack import RunStack, Stack
-from testbed.nemesis.kills import Crash, Cut, Kill, Killer, Killing
+from testbed.nemesis.kills import Crash, Cut, HorseGone, Kill, Killer, Killing
 
 
 class HostKiller:
@@ -64,6 +64,8 @@ class HostKiller:
     def _carried_out(self, host: str, order: Order) -> OrderReply:
         """The host's reply to an order it carried out; a refusal ends the run, with the host's reason."""
         reply = self._pool.order(host, order)
+        if reply.gone:
+            raise HorseGone(order.horse_pid)
         if not reply.ok:
             raise RunFailure(reply.error)
         return reply

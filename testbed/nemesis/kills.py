@@ -56,6 +56,16 @@ class Cut:
     confirmed_ms: float
 
 
+class HorseGone(RunFailure):
+    """The work-horse a kill was for had exited and been reaped before the kill could hold it:
+    its attempt had ended (its client gave up, say) before the lab reached it. The plan could
+    not be carried out, and the kill reached nobody; the controller says why it ended."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        super().__init__(f"pid {pid} had exited and been reaped before the kill: its attempt had ended")
+
+
 _NO_CUT = "partition cuts a worker host off the network: it needs the worker hosts (--hosts)"
 
 
@@ -118,8 +128,10 @@ class Killer:
         # between, the signal reaches nobody.
         with contextlib.ExitStack() as holding:
             horse = holding.enter_context(Held(horse_pid))
+            if horse.reaped:  # no process has the pid: not another's, but ours, gone
+                raise HorseGone(horse_pid)
             horse_born = horse.born() if whole_worker else 0.0  # read as the work-horse is held
-            owner = None if horse.reaped else self._supervisor.owner_of(horse_pid)
+            owner = self._supervisor.owner_of(horse_pid)
             if owner is None or (worker and owner.name != worker):
                 raise RunFailure(f"refusing to kill pid {horse_pid}: not a work-horse of this run's workers")
             held = [horse]

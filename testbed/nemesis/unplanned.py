@@ -1,7 +1,8 @@
 """What the controller hears of that the plan may not have made (pure): an attempt's
-failed call to the provider, a work-horse dead of a signal. What the plan did not
-make is an anomaly, in words naming the op and the attempt: the lab's, never the
-job's, so its cell's verdict is withheld (`testbed.judge.scorecard.Row.withheld`).
+failed call to the provider, a work-horse dead of a signal, a kill that found its
+attempt already ended. What the plan did not make, or could not carry out, is an
+anomaly, in words naming the op and the attempt: the lab's, never the job's, so its
+cell's verdict is withheld (`testbed.judge.scorecard.Row.withheld`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import signal
 from collections.abc import Collection, Iterable
 
 from labcore.answers import CallFailure
+from labcore.boundaries import Boundary
+from labcore.events import Event, EventKind
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
 
@@ -45,6 +48,32 @@ def unplanned_death(op: str, attempt: int, pid: int, signum: int, killed: Collec
         f"{where}: its work-horse (pid {pid}) died of {_signal_name(signum)} with no kill"
         " of the plan (killed from outside the lab: the OOM killer, a kill -9)"
     )
+
+
+# An attempt's reports that say it has ended, or is ending, the likeliest cause first.
+ENDINGS = (EventKind.CALL_FAILED, EventKind.CALL_TIMEOUT, EventKind.ATTEMPT_END)
+
+
+def stranded_kill(op: str, attempt: int, boundary: Boundary, pid: int, reports: Iterable[Event]) -> str:
+    """The anomaly a kill is whose work-horse had already exited (reaped by its worker):
+    the attempt ended before the lab reached it, as the first of its `reports` (of that
+    attempt, among ENDINGS) says; its work-horse's exit says so where none does."""
+    ending = min(reports, key=lambda e: ENDINGS.index(e.kind), default=None)
+    why = f"its work-horse (pid {pid}) had exited" if ending is None else _ended(ending)
+    return (
+        f"{op} attempt {attempt}: the attempt ended before the kill at {boundary.value} ({why}), so the"
+        " kill reached nobody; the lab's hold must stay inside the job's client timeout (raise it there)"
+    )
+
+
+def _ended(report: Event) -> str:
+    if report.kind is EventKind.CALL_FAILED:
+        failure = CallFailure(report.data["failure"])
+        said = "its client gave up on the provider" if failure is CallFailure.TIMEOUT else _FAILED[failure]
+        return f"{said}: {report.data['detail']}"
+    if report.kind is EventKind.CALL_TIMEOUT:
+        return "its client gave up on the provider"
+    return f"it ended: {report.data.get('outcome', '?')} {report.data.get('error', '')}".rstrip()
 
 
 def _signal_name(signum: int) -> str:

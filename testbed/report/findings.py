@@ -158,6 +158,8 @@ def listing(rows: Iterable[ResultRow], per_cell: int = 10) -> str:
 
 
 def _place(row: ResultRow) -> str:
+    if row.shape is not None:  # a trial: its schedule's shape, as its label says it
+        return row.label.partition(" @ ")[2]
     where = row.boundary if row.boundary != NONE else "no fault"
     fault = "" if row.boundary == NONE else f" ({row.fault})"
     scenario = "" if row.scenario == "none" else f", scenario {row.scenario}"

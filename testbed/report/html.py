@@ -15,17 +15,22 @@ data-attributes, so a test (or a reader's browser tools) can find them:
 - `#latency`: replay latency per recovery mode (`figure.latency-plot[data-mode]`);
 - `#load` (load runs): throughput, kills and effects over time
   (`figure.load-plot[data-metric]`), drawn from the rows' `series`;
-- `#coverage` (explore runs): what the trials armed and struck (`testbed.report.explore`);
 - `#destination` (runs against a real destination): per cell, what the lab forwarded
   against what the destination holds, op by op (`testbed.report.destination`);
 - `#timelines`: one timeline per cell (`figure.cell-timeline[data-cell]`), a row per
   faulted op (`g.op-row[data-op][data-outcome]`), and each op's events below it.
+
+An exploration's page is about its counterexample (`testbed.report.explore`): `#counterexample`
+first (as the terminal printed it, `pre.terminal[data-confirmed]`, and its timeline), `#coverage`,
+`#trials` by phase (`details.phase[data-phase]`, `tr.trial[data-cell]`), the summary, the findings
+(`div.counterexample` once, `ul.way-there` for the other failing trials), then the run, the
+latency and the other trials' timelines, in folds by phase; no heatmap of cells (trials are no matrix).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from labcore.scoped import user_op_id
@@ -37,7 +42,16 @@ from testbed.report.latency import recovery_mode, replay_latency
 from testbed.report.plots import MAX_DOTS, P99_FROM, Line, Strip, line_chart, strip_plot, timeline_legend, timeline_svg
 from testbed.report.style import CSS
 from testbed.report.svg import el, esc
-from testbed.report.tables import grid_text, grid_title, grids, legend, load_grid, stored_cell_text, stored_row_key
+from testbed.report.tables import (
+    grid_text,
+    grid_title,
+    grids,
+    left_said,
+    legend,
+    load_grid,
+    stored_cell_text,
+    stored_row_key,
+)
 from testbed.report.timelines import Anchor, CellTimeline, op_timeline
 from testbed.store.formats import StoredEvent
 from testbed.store.history import Line as HistoryLine
@@ -61,20 +75,22 @@ def render(
     rows = results.rows
     lines = None if history is None else list(history)  # read by the timelines too
     per_row = reading.histories(results, lines)
+    facts = _cell_facts(results, per_row, lines, provider)
     load = reading.is_load(results)
+    title = f"testbed {reading.command(results)} {results.run}".strip()
+    if results.command == "explore" or results.explore is not None:
+        return _page(title, _exploration(results, per_row, facts, max_rows_per_cell))
     # From the overview to the detail: the cells, what differs, how fast jobs came back, then every op.
     sections = [
         _run_section(results, load),
-        _summary_section(rows),
+        _summary_section(findings.summary(rows)),
         _heatmap_section(rows, per_row),
         _findings_section(rows, per_row),
         _latency_section(results, rows, per_row),
         *([_load_section(rows)] if load else []),
-        *filter(None, [explore.coverage_section(results)]),
         *([_destination_section(results, lines, at_destination)] if at_destination is not None else []),
-        _timelines_section(rows, _cell_facts(results, per_row, lines, provider), max_rows_per_cell),
+        _timelines_section(rows, facts, max_rows_per_cell, _by_group),
     ]
-    title = f"testbed {reading.command(results)} {results.run}".strip()
     return _page(title, sections)
 
 
@@ -83,6 +99,36 @@ def _destination_section(
 ) -> tuple[str, str, str]:
     ledgers = [judged.ledger for judged in reading.cell_streams(results, lines)]
     return destination.section(results.rows, ledgers, found)
+
+
+def _exploration(
+    results: Results, per_row: list[reading.History], facts: list[timelines.CellFacts], limit: int
+) -> list[tuple[str, str, str]]:
+    """An exploration's page is about its counterexample: it first, as the terminal printed it, with
+    its timeline; then what the search covered, its trials by phase, the findings (the counterexample
+    once, the other failing trials as the way to it), and the detail."""
+    rows = results.rows
+    models = [timelines.cell_timeline(f, limit) for f in facts]
+    at = explore.counterexample_index(results)
+    links = {i: f"#cell-{i}" for i, m in enumerate(models) if m.rows} | ({} if at is None else {at: "#counterexample"})
+    timeline = ""
+    if at is not None and models[at].rows:
+        timeline = _timeline_figure(at, reading.label(rows[at]), models[at], rows[at], opened=True)
+    phase = {i: name for name, members in explore.trial_phases(results) for i in members}
+
+    def by_phase(i: int, row: ResultRow) -> tuple[str, dict[str, object]]:
+        return phase.get(i, ""), {"data_phase": phase.get(i, "")}
+
+    return [
+        explore.counterexample_section(results, per_row[at] if at is not None else {}, timeline),
+        *filter(None, [explore.coverage_section(results)]),
+        explore.trials_section(results, links),
+        _summary_section(explore.summary_sentences(results)),
+        _exploration_findings(results, per_row, links),
+        _run_section(results, load=False),
+        _latency_section(results, rows, per_row),
+        _timelines_section(rows, facts, limit, by_phase, shown=() if at is None else (at,), models=models),
+    ]
 
 
 def _page(title: str, sections: list[tuple[str, str, str]]) -> str:
@@ -213,8 +259,8 @@ _OUTCOMES = (
 def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     """Row i's cell in heatmap `group` (a control is in every heatmap of its scenario)."""
     numbers = f"{row.effects} / {row.missing_operations} / {row.duplicate_effects}"
-    marks = [f"{n}{m}" for n, m in ((row.unresolved, "u"), (row.conflicts, "c"), (row.failed_by_provider, "f"))]
-    marks = [m for m in marks if not m.startswith("0")]
+    held = ((row.unresolved, "u"), (row.conflicts, "c"), (row.failed_by_provider, "f"))
+    marks = [f"{n}{m}" for n, m in (*held, (row.leftover_processes, "l")) if n]
     body = el("span", esc(numbers), class_="nums")
     if marks:
         body += el("span", esc(" ".join(marks)), class_="marks")
@@ -232,6 +278,8 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
     label = found.label
     tooltip = f"{label}: {row.effects} effects, {row.missing_operations} missing, "
     tooltip += f"{row.duplicate_effects} duplicates, {row.kills} kills; {found.verdict}"
+    if row.leftover_processes:
+        tooltip += f"; {left_said(row.leftover_processes)}"
     return el(
         "td",
         body,
@@ -248,14 +296,14 @@ def _heat_cell(row: ResultRow, i: int, group: int, timelines: bool) -> str:
         data_effects=row.effects,
         data_missing=row.missing_operations,
         data_duplicates=row.duplicate_effects,
+        data_leftovers=row.leftover_processes,
     )
 
 
 # ---------------------------------------------------------------- summary
 
 
-def _summary_section(rows: Sequence[ResultRow]) -> tuple[str, str, str]:
-    sentences = findings.summary(rows)
+def _summary_section(sentences: Sequence[str]) -> tuple[str, str, str]:
     if not sentences:
         return "summary", "Summary", _note("This run has no cells.")
     items = "".join(el("li", esc(s)) for s in sentences)
@@ -278,8 +326,29 @@ def _findings_section(rows: Sequence[ResultRow], per_row: list[reading.History])
     return "failures", title, "".join(_finding(i, r, f, per_row[i]) for i, r, f in named)
 
 
-def _finding(i: int, row: ResultRow, found: findings.CellFindings, history: reading.History) -> str:
-    body = el("h3", esc(found.label)) + el("p", esc(found.verdict), class_="verdict-words")
+def _exploration_findings(
+    results: Results, per_row: list[reading.History], links: Mapping[int, str]
+) -> tuple[str, str, str]:
+    """The counterexample's trial once, the other failing trials as the way to it; then any passing
+    trial that names ops. Without a counterexample, every trial that differs, as a run's cells."""
+    rows = results.rows
+    at = explore.counterexample_index(results)
+    if at is None:
+        return _findings_section(rows, per_row)
+    found = findings.cell_findings(rows[at])
+    body = _finding(at, rows[at], found, per_row[at], role="counterexample")
+    body += explore.way_there(results, links)
+    others = [(i, r, findings.cell_findings(r)) for i, r in enumerate(rows) if r.passed]
+    body += "".join(_finding(i, r, f, per_row[i]) for i, r, f in others if f.worth_naming)
+    failing = sum(not r.passed for r in rows) - 1
+    return "failures", f"Findings (the counterexample, {failing} other failing trial{'s' * (failing != 1)})", body
+
+
+def _finding(
+    i: int, row: ResultRow, found: findings.CellFindings, history: reading.History, role: str | None = None
+) -> str:
+    heading = f"{role.capitalize()}: {found.label}" if role else found.label
+    body = el("h3", esc(heading)) + el("p", esc(found.verdict), class_="verdict-words")
     if found.problems:
         body += el("ul", "".join(el("li", esc(d)) for d in found.problems), class_="differences")
     expected = row.expected
@@ -299,7 +368,7 @@ def _finding(i: int, row: ResultRow, found: findings.CellFindings, history: read
     body += "".join(_op_difference(i, j, op) for j, op in enumerate(row.op_differences or []))
     if not found.ops and _faulted_ops(history):
         body += el("p", f'Its faulted ops are under <a href="#cell-{i}">timelines</a>.', class_="note")
-    kind = "failure" if not row.passed else "finding"
+    kind = " ".join(filter(None, ["failure" if not row.passed else "finding", role]))
     return el("div", body, class_=kind, id=f"failure-{i}", data_cell=found.label, data_ops=len(found.ops))
 
 
@@ -372,36 +441,46 @@ _PROVIDER_NOTES = {
 }
 
 
-def _timelines_section(rows: Sequence[ResultRow], facts: list[timelines.CellFacts], limit: int) -> tuple[str, str, str]:
-    models = [(i, row, timelines.cell_timeline(facts[i], limit)) for i, row in enumerate(rows)]
-    models = [(i, row, model) for i, row, model in models if model.rows]
-    if not models:
+# A cell's fold among the timelines: its title and the fold's data attributes.
+Grouping = Callable[[int, ResultRow], tuple[str, dict[str, object]]]
+
+
+def _timelines_section(
+    rows: Sequence[ResultRow],
+    facts: list[timelines.CellFacts],
+    limit: int,
+    group: Grouping,
+    shown: Collection[int] = (),
+    models: Sequence[CellTimeline] | None = None,
+) -> tuple[str, str, str]:
+    """Every cell's timeline but those `shown` elsewhere on the page, in folds by `group`."""
+    drawn = models if models is not None else [timelines.cell_timeline(f, limit) for f in facts]
+    cells = [(i, row, drawn[i]) for i, row in enumerate(rows) if drawn[i].rows and i not in shown]
+    if not cells:
         return "timelines", "Timelines", _note("No op was faulted, or the run kept no per-op events (load).")
-    opened = _opened(models)
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for i, row, model in models:
-        block = _timeline_figure(i, reading.label(row), model, row, i in opened)
-        groups.setdefault(_group(row), []).append(block)
+    opened = _opened(cells)
+    groups: dict[str, list[tuple[int, CellTimeline, str]]] = {}
+    attributes: dict[str, dict[str, object]] = {}
+    for i, row, model in cells:
+        title, attributes[title] = group(i, row)
+        figure = _timeline_figure(i, reading.label(row), model, row, i in opened)
+        groups.setdefault(title, []).append((i, model, figure))
     if len(groups) == 1:
-        body = "".join(next(iter(groups.values())))
-    else:  # one fold per fault and scenario (and Celery setting), as the heatmaps: the page opens short
+        body = "".join(block for _, _, block in next(iter(groups.values())))
+    else:  # one fold per group (a fault and scenario, as the heatmaps; a phase of a search): the page opens short
         body = ""
-        for (delivery, fault, scenario), blocks in groups.items():
-            members = [(i, m) for i, row, m in models if _group(row) == (delivery, fault, scenario)]
-            name = f"{grid_title(fault, scenario, delivery)}; {len(members)} cell(s), "
-            name += _tally(sum((m.candidates for _, m in members)), _sum_tallies(m.tally for _, m in members))
-            summary = el("summary", esc(name))
+        for title, members in groups.items():
+            name = f"{title}; {len(members)} cell(s), "
+            name += _tally(sum(m.candidates for _, m, _ in members), _sum_tallies(m.tally for _, m, _ in members))
             body += el(
                 "details",
-                summary + "".join(blocks),
+                el("summary", esc(name)) + "".join(block for _, _, block in members),
                 class_="timeline-group",
-                open=any(i in opened for i, _ in members),
-                data_fault=fault,
-                data_scenario=scenario,
-                data_delivery=delivery or None,
+                open=any(i in opened for i, _, _ in members),
+                **attributes[title],
             )
-    kinds = {k for _, _, m in models for r in m.rows for k in r.kinds()}
-    outcomes = {r.outcome for _, _, m in models for r in m.rows if r.outcome}
+    kinds = {k for _, _, m in cells for r in m.rows for k in r.kinds()}
+    outcomes = {r.outcome for _, _, m in cells for r in m.rows if r.outcome}
     intro = _note(
         "One timeline per cell, on one time axis from the cell's start: a row per op a fault struck (and any op"
         " whose outcome is bad), bad ops first, each coloured by what became of it at the provider. On each row,"
@@ -411,13 +490,16 @@ def _timelines_section(rows: Sequence[ResultRow], facts: list[timelines.CellFact
         f" listed below its cell's timeline. A timeline shows at most {limit} rows: every bad op first, then the"
         " others evenly spread in time order; where it leaves ops out, it says how many."
     )
-    total = sum(m.candidates for _, _, m in models)
+    if shown:
+        intro += _note("The counterexample's timeline is at the top of the page.")
+    total = sum(m.candidates for _, _, m in cells)
     return "timelines", f"Timelines ({total})", intro + timeline_legend(kinds, outcomes) + body
 
 
-def _group(row: ResultRow) -> tuple[str, str, str]:
-    """The heatmap group a row's cell is in: its Celery setting ("" on RQ), fault and scenario."""
-    return (row.delivery or "", row.fault, row.scenario)
+def _by_group(i: int, row: ResultRow) -> tuple[str, dict[str, object]]:
+    """The heatmap group a row's cell is in: its fault and scenario, and its Celery setting."""
+    attributes: dict[str, object] = {"data_fault": row.fault, "data_scenario": row.scenario}
+    return grid_title(row.fault, row.scenario, row.delivery or ""), attributes | {"data_delivery": row.delivery}
 
 
 def _opened(models: Sequence[tuple[int, ResultRow, CellTimeline]]) -> set[int]:

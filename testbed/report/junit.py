@@ -2,8 +2,9 @@
 expectation (or breaks its promise) as a failure whose message is its
 differences. A run the lab could not finish (exit 3) adds one case in error
 naming what failed and the cells not judged. Every case names its ops as the terminal does (breaking, differing
-and held ops, `testbed.report.findings`) and counts its bad outcomes as
-properties, passing or not; an exploration is one test case, failing with its
+and held ops, `testbed.report.findings`) and counts its bad outcomes, and the
+processes its jobs left running after their attempts, as properties, passing or
+not (the latter also in its system-out, where there were any); an exploration is one test case, failing with its
 counterexample."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from testbed.report import explore, findings, reading
+from testbed.report.tables import left_said
 from testbed.store.files import replaced
 from testbed.store.results import ResultRow, Results
 
@@ -55,7 +57,8 @@ def _withheld(suite: ET.Element, results: Results) -> None:
     error.text = "\n".join([failure, *(f"not judged: {cell}" for cell in results.not_run)])
 
 
-# Per test case, as properties: what a CI dashboard can count across runs.
+# Per test case, as properties: what a CI dashboard can count across runs (and leftoverProcesses,
+# what the cell's jobs left running after their attempts, stopped).
 _COUNTED = ("duplicateEffects", "missingOperations", "falseCompletions", "unresolved", "conflicts", "failedByProvider")
 
 
@@ -70,6 +73,8 @@ def _case(suite: ET.Element, row: ResultRow) -> None:
     properties = ET.SubElement(case, "properties")
     for name in _COUNTED:
         ET.SubElement(properties, "property", {"name": name, "value": str(counts[name])})
+    left = row.leftover_processes
+    ET.SubElement(properties, "property", {"name": "leftoverProcesses", "value": str(left)})
     ops = [op.text for op in found.ops]
     if not row.passed:
         failure = ET.SubElement(case, "failure", {"message": "; ".join(found.problems) or "differs", "type": "differs"})
@@ -77,6 +82,8 @@ def _case(suite: ET.Element, row: ResultRow) -> None:
     out = ET.SubElement(case, "system-out")
     names = ("effects", "missingOperations", "duplicateEffects", "kills", "replays")
     lines = [found.verdict, ", ".join(f"{name} {counts[name]}" for name in names), *ops]
+    if left:
+        lines.append(left_said(left))
     out.text = "\n".join(lines)
 
 

@@ -58,6 +58,17 @@ table.heatmap td.absent { color:var(--muted); text-align:center; }
 .chip.verdict-fail { border:2px solid var(--fail); color:var(--fail); }
 pre.text-table { background:var(--bg); border-radius:8px; padding:10px 14px; margin:0; font-size:12.5px;
   line-height:1.45; overflow-x:auto; }
+pre.terminal { background:var(--bg); border-radius:8px; padding:10px 14px; margin:0 0 12px; font-size:12.5px;
+  line-height:1.45; white-space:pre-wrap; overflow-wrap:anywhere; }
+pre.terminal .replay { font-weight:700; }
+p.unconfirmed { color:var(--fail); font-weight:700; }
+details.phase { border-top:1px solid var(--line); padding:6px 0; }
+details.phase > summary { font-weight:600; color:var(--ink); }
+table.trials td, table.trials th { border-bottom:1px solid var(--line); padding:3px 10px; text-align:left;
+  font-size:13px; }
+table.trials tr.verdict-fail td { color:var(--fail); }
+table.trials tr.counterexample td { font-weight:700; }
+ul.way-there { font-size:13.5px; }
 .failure { border-left:4px solid var(--fail); padding:2px 0 8px 16px; margin:12px 0 22px; }
 .finding { border-left:4px solid var(--held); padding:2px 0 8px 16px; margin:12px 0 22px; }
 p.verdict-words { margin:2px 0 6px; font-weight:600; }

@@ -25,9 +25,23 @@ from workers.strategies import STRATEGIES
 if TYPE_CHECKING:
     from testbed.store.results import ResultRow
 
-# What a mark after a cell's `effects / missing` means.
-MARKS = {"u": "unresolved", "c": "conflicts", "f": OUTCOME_WORDS["declined"], "j": "jobs failed"}
+# What a mark after a cell's `effects / missing` means. `l` is counted at the run's end, once
+# every work-horse has: a cell's line as it is judged does not have it yet.
+MARKS = {
+    "u": "unresolved",
+    "c": "conflicts",
+    "f": OUTCOME_WORDS["declined"],
+    "j": "jobs failed",
+    "l": "processes the jobs left running after their attempts, stopped",
+}
 DIFFERS = "!"
+
+
+def left_said(count: int) -> str:
+    """A cell's leftover processes in words, where a line says them (replay, JUnit, the report's tooltip)."""
+    return f"{count} {MARKS['l']}"
+
+
 # Load cells draw their boundary per fault: one column after the named ones.
 RANDOM = "random"
 COLUMN_ORDER = (NONE, *(b.value for b in ORDER), RANDOM)
@@ -38,10 +52,11 @@ CellKey = tuple[str, str, str, str, str]
 
 
 def _cell_text(
-    effects: int, missing: int, unresolved: int, conflicts: int, failed: int, jobs: int, passed: bool
+    effects: int, missing: int, unresolved: int, conflicts: int, failed: int, jobs: int, left: int, passed: bool
 ) -> str:
     text = f"{effects} / {missing}"
-    marks = [f"{n}{m}" for n, m in ((unresolved, "u"), (conflicts, "c"), (failed, "f"), (jobs, "j")) if n]
+    counted = ((unresolved, "u"), (conflicts, "c"), (failed, "f"), (jobs, "j"), (left, "l"))
+    marks = [f"{n}{m}" for n, m in counted if n]
     if marks:
         text += f" ({' '.join(marks)})"
     return text if passed else f"{text} {DIFFERS}"
@@ -64,7 +79,14 @@ def legend(texts: Iterable[str]) -> str:
 def cell_text(row: Row) -> str:
     c = row.counts
     return _cell_text(
-        c.effects, c.missing_operations, c.unresolved, c.conflicts, c.failed_by_provider, c.jobs_failed, row.passed
+        c.effects,
+        c.missing_operations,
+        c.unresolved,
+        c.conflicts,
+        c.failed_by_provider,
+        c.jobs_failed,
+        row.leftovers,
+        row.passed,
     )
 
 
@@ -77,6 +99,7 @@ def stored_cell_text(row: ResultRow) -> str:
         row.conflicts,
         row.failed_by_provider,
         row.jobs_failed,
+        row.leftover_processes,
         row.passed,
     )
 
@@ -121,8 +144,10 @@ def grids(rows: Sequence[T], key: Callable[[T], CellKey]) -> list[Grid[T]]:
     out = []
     for (delivery, scenario, fault), group in groups.items():
         members = group + [(k, r) for k, r in controls if (k[4], k[3]) == (delivery, scenario)]
-        present = {k[1] for k, _ in members}
-        columns = [c for c in COLUMN_ORDER if c in present]
+        # Every boundary its cells name, in the lab's order: one it does not know (a schedule's) after them,
+        # never dropped (a grid without it would be drawn with none of its cells' values).
+        present = list(dict.fromkeys(k[1] for k, _ in members))
+        columns = [c for c in COLUMN_ORDER if c in present] + [c for c in present if c not in COLUMN_ORDER]
         named = {k[0] for k, _ in members}
         strategies = [s for s in STRATEGIES if s in named] + sorted(named - set(STRATEGIES))
         cells = {(k[0], k[1]): r for k, r in members}
@@ -205,9 +230,17 @@ def _load_line(row: ResultRow) -> list[str]:
     return [row.strategy, *(str(n) for n in counts), f"{rate:.0f}", verdict]
 
 
+LEFT = "left"  # the load table's column of processes the jobs left running, where any did
+
+
 def load_grid(rows: Sequence[ResultRow]) -> list[list[str]]:
-    """The load table's header and lines, for rows of a stored results.json."""
-    return [LOAD_HEADER, *(_load_line(r) for r in rows)]
+    """The load table's header and lines, for rows of a stored results.json; with a column of
+    the processes each strategy's jobs left running after their attempts (stopped), where any did."""
+    lines = [LOAD_HEADER, *(_load_line(r) for r in rows)]
+    if not any(r.leftover_processes for r in rows):
+        return lines
+    left = [LEFT, *(str(r.leftover_processes) for r in rows)]
+    return [[*line[:-1], n, line[-1]] for line, n in zip(lines, left, strict=True)]
 
 
 def load_table(rows: Sequence[Row], note: str) -> str:
@@ -215,7 +248,8 @@ def load_table(rows: Sequence[Row], note: str) -> str:
     from testbed.store.results import parse_row, row_json
 
     stored = [parse_row(row_json(r) | {"wallSeconds": r.wall_seconds}) for r in rows]
-    return "\n".join([f"load: {note}", *aligned(load_grid(stored))])
+    said = [f"{LEFT}: {MARKS['l']}"] if any(r.leftovers for r in rows) else []
+    return "\n".join([f"load: {note}", *aligned(load_grid(stored)), *said])
 
 
 def peak_rss_mb() -> float:

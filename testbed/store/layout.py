@@ -19,6 +19,7 @@ DESTINATION_RECORDS = "destination-records.jsonl"
 LOGS = "logs"
 REPORT = "report.html"
 COUNTEREXAMPLE = "counterexample.json"
+DIGESTS = "digests.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,12 @@ FILES = (
     StoredFile(
         COUNTEREXAMPLE,
         "explore: the smallest schedule it found that fails, as `testbed chaos --schedule` replays it",
+        False,
+    ),
+    StoredFile(
+        DIGESTS,
+        "the sha256 of every other file (but report.html), written last: `testbed check`, `report` and"
+        " `compare` refuse a run whose files differ from it (an edit or an accident; it is no signature)",
         False,
     ),
 )

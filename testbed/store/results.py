@@ -144,7 +144,8 @@ class ResultRow(Record):
     )
     scenario: str
     delivery: str | None = Field(
-        None, description="Celery's delivery settings the cell's task ran under (--engine celery); absent on RQ."
+        None,
+        description="The delivery (Celery) or recovery (Temporal) setting the cell's job ran under; absent on RQ.",
     )
     workers: int = Field(description="RQ worker processes.")
     faults: int = Field(0, description="Armed boundaries reached.")
@@ -160,7 +161,9 @@ class ResultRow(Record):
     leftover_processes: int = Field(
         0,
         description="Processes the cell's jobs left in their work-horses' process groups, stopped by their"
-        " workers as each work-horse ended (those that left the group are the run's, found at its end).",
+        " workers as each work-horse ended (those that left the group are the run's, found at its end); on"
+        " Celery, what a task left in its worker's group and as the pool child's own children, stopped by the"
+        " pool child as the task returned (a killed pool child's are the run's).",
     )
     replay_latency_ms: LatencyStats | None = None
     wall_seconds: float
@@ -221,11 +224,17 @@ class ResultRow(Record):
     @property
     def label(self) -> str:
         """The cell's label, as the run printed it, from the row's own fields."""
-        shape = None
-        if self.schedule is not None:
-            ops = self.schedule["ops"]
-            shape = (len(ops), sum(len(op["faults"]) for op in ops))
-        return cell_label(self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, shape)
+        return cell_label(
+            self.strategy, self.boundary, self.fault, self.scenario, self.delivery, self.injected, self.shape
+        )
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        """A trial's ops and faults (None for a cell of the matrix)."""
+        if self.schedule is None:
+            return None
+        ops = self.schedule["ops"]
+        return (len(ops), sum(len(op["faults"]) for op in ops))
 
     def as_cell(self) -> Cell:
         """The cell the row was run for (its label is the one the run printed)."""
@@ -282,10 +291,16 @@ class GivenOptions(Record):
     parallel: int | None = Field(None, description="Cells in flight at once.")
     workers: int | None = None
     redis: Literal["private", "shared"] | None = None
-    engine: Literal["celery"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
+    engine: Literal["celery", "temporal"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
     celery_app: str | None = Field(None, description="The user's Celery app whose task ran (--celery-app).")
     visibility_timeout: int | None = Field(
         None, description="Celery: seconds before the broker restored a killed worker's unacknowledged task."
+    )
+    start_to_close_timeout: float | None = Field(
+        None, description="Temporal: the activity's start_to_close_timeout, seconds (--start-to-close-timeout)."
+    )
+    heartbeat_timeout: float | None = Field(
+        None, description="Temporal: the activity's heartbeat_timeout under the heartbeat setting, seconds."
     )
     handlers: list[str] | None = Field(None, description="Users' jobs run (module:function).")
     promise: str | None = Field(None, description="What users' jobs are judged against.")
@@ -381,6 +396,13 @@ class Counterexample(Record):
         return data
 
 
+class TrialPhase(Record):
+    """A phase of an exploration (search, shrink, confirm, or any other the search has), in the order it ran."""
+
+    phase: str
+    cells: list[str] = Field(description="Its trials' cell ids (their rows' `cell`), in the order they ran.")
+
+
 class ExploreSummary(Record):
     """What `testbed explore` tried and found; its trials are the rows."""
 
@@ -394,6 +416,11 @@ class ExploreSummary(Record):
     breaches: int = Field(description="Trials that broke the promise.")
     lab_failures: int = Field(description="Trials where the model and the run disagreed, or anomalies.")
     coverage: list[Struck]
+    phases: list[TrialPhase] = Field(
+        default_factory=list,
+        description="Each phase of the search, with its trials, in the order they ran. Absent from runs stored"
+        " before it: their rows are searched, shrinking and confirming trials, in that order.",
+    )
     counterexample: Counterexample | None = None
 
 

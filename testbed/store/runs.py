@@ -11,7 +11,8 @@ A stored run holds the files of `testbed.store.layout.FILES`:
   `provider-records.jsonl`, what that provider's audit said of each op, as
   the run judged it, written with the op's local facts (`testbed.store.history`);
 - `logs/`, the processes' logs;
-- `report.html`, once `--report` or `testbed report` has written it.
+- `report.html`, once `--report` or `testbed report` has written it;
+- `digests.json`, the sha256 of every other file, written last (`testbed.store.digests`).
 
 Every file is written through `testbed.store.files` (never through a planted
 symlink); one the file system refuses breaks the store, and the run ends as
@@ -20,8 +21,9 @@ its directory: a directory with no results.json and no lock is a run killed
 before its end (`unended`).
 
 `testbed check`, `report` and `compare` trust a stored run only once
-`check_stored` has read every file of it and found it as its schema says (a
-damaged file is one line naming it, exit 2); `check` then re-judges it from
+`check_stored` has found every file as the run stored it (`digests`: an edited
+one is one line naming it, exit 2) and read it as its schema says (a damaged
+file is one line naming it, exit 2); `check` then re-judges it from
 `history.jsonl` and either of the provider's files alone. The formats'
 modules are imported only where a run is read back: a run's start does
 without them.
@@ -35,6 +37,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import sys
 import time
 import urllib.parse
 from collections import Counter
@@ -46,9 +49,9 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
 from provider.store import LogReader, ReferenceRecord
 from testbed import inputs
 from testbed.errors import RunFailure, UsageError
-from testbed.store import files
+from testbed.store import digests, files
 from testbed.store.files import Unwritable
-from testbed.store.layout import DESTINATION_RECORDS, HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
+from testbed.store.layout import DESTINATION_RECORDS, DIGESTS, HISTORY, LOGS, PROVIDER_LOG, PROVIDER_RECORDS, RESULTS
 
 if TYPE_CHECKING:
     from testbed.judge.facts import ProviderRecords
@@ -147,10 +150,12 @@ class RunDir:
             self._guarded(lambda: _written(destination, read))
 
     def keep_results(self, document: dict[str, Any]) -> None:
-        """results.json, the run's last file: the run has ended, and its lock goes."""
+        """results.json, the run's last file, then the digests of every file (`digests`), the
+        run's last write: the run has ended, and its lock goes."""
         from testbed.store import results
 
         self._guarded(lambda: results.write(self.path / RESULTS, document))
+        self._guarded(lambda: digests.write(self.path))
         os.close(self._lock)
 
     def close(self) -> None:
@@ -405,9 +410,11 @@ def _size(path: Path) -> int:
 def check_stored(run: Path) -> Results:
     """A stored run's results, once every file of it has been read and found as its schema
     says (results.json, each line of history.jsonl, the provider's log or records, a destination's
-    records): one line
-    naming the damaged file where one is not (UsageError, exit 2). A run still going is
-    refused (UsageError); one killed before its end is said to be incomplete (RunFailure, exit 3)."""
+    records), and as the
+    run stored it (`digests`): one line naming the damaged or edited file where one is not
+    (UsageError, exit 2); a run stored before digests were kept is read with a warning. A run
+    still going is refused (UsageError); one killed before its end is said to be incomplete
+    (RunFailure, exit 3)."""
     from testbed.store import results
 
     state = unended(run)
@@ -444,6 +451,14 @@ def check_stored(run: Path) -> Results:
                 f" {DESTINATION_RECORDS}: its destination's records were not kept, so it cannot be checked"
             )
         tally.check_held(run / DESTINATION_RECORDS, StoredEvidence(run).held, judged)
+    # Each file read as its schema says first (what is wrong with a damaged one is said best there), then
+    # every file as the run stored it: an edit that keeps to the schemas (a verdict flipped) is refused too.
+    if not digests.verify(run):
+        print(
+            f"testbed: warning: {_shown(run)} has no {DIGESTS}: stored before runs had one (or it was"
+            " removed), so an edit of its files cannot be told",
+            file=sys.stderr,
+        )
     return found
 
 

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labcore.boundaries import ORDER
+from labcore.destination import STRUCK
 from testbed.engines import engine_of
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
@@ -77,6 +79,8 @@ class SearchRequest:
             self.confirm,
             self.database,
             faults,
+            # A job on its own SDK never passes the lab's client's boundaries: no strike is drawn there.
+            STRUCK if reader is not None else ORDER,
         )
         settings = TrialSettings(
             self.retries,

@@ -12,7 +12,7 @@ from celery import Celery
 
 from examples.naive import post
 from labcore.engines.celery import Delivery
-from tests.support.helpers import assert_left_nothing, run_testbed
+from tests.support.helpers import assert_left_nothing, left_alive, run_testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -68,6 +68,29 @@ def test_a_celery_apps_own_task_with_acks_late_and_reject_on_worker_lost_sends_a
     assert row["verdict"] == "fail"
     assert f"the run sets in {here}:app's configuration: broker_url, result_backend" in ran.stderr
     assert "celery app (the app's own task options)" in ran.stdout
+    assert_left_nothing(ran)
+
+
+def test_what_a_task_leaves_running_is_stopped_and_counted_by_its_pool_child(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each op leaves a process in its worker's group and one out of it (a child of the pool
+    child still); a killed pool child's are found as the run ends."""
+    (pids := workdir / "pids").mkdir()
+    monkeypatch.setenv("LEFTOVER_PIDS", str(pids))
+    leaves = "tests.support.userjobs:leaves_a_process"
+    args = ["--engine", "celery", "--delivery", "acks-late", "--handler", leaves, "-b", "none", "-b", "after-effect"]
+    ran = run_testbed([*args, "--ops", "6", "--every", "3", "--no-store"], workdir)
+    assert ran.code == 0, ran.stderr
+    assert len(list(pids.iterdir())) == 24 and left_alive(pids) == []
+    control, killed = (
+        ran.row(leaves, "none", delivery="acks-late"),
+        ran.row(leaves, "after-effect", delivery="acks-late"),
+    )
+    assert killed["kills"] == 2 and killed["jobsFailed"] == 2  # acks-late alone: a killed task is not run again
+    # Two per attempt that ended; the two killed attempts' four, the run's at its end.
+    assert (control["leftoverProcesses"], killed["leftoverProcesses"], ran.json["leftoverProcesses"]) == (12, 8, 24)
+    assert "6 / 0 (12l)" in ran.stdout and "6 / 0 (2j 8l)" in ran.stdout
     assert_left_nothing(ran)
 
 

@@ -78,8 +78,11 @@ def test_check_counts_what_the_stored_records_say(destination_run: RanIn, tmp_pa
     twice = next(ids for ids in held if len(ids) == 2)  # the naive job's duplicated op
     del twice[1]
     (run / RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert _check(run, tmp_path).code == 2  # an edit the run's digests tell
+    (run / "digests.json").unlink()  # as a run stored before digests were kept: its files judged as they are
     checked = _check(run, tmp_path)
     assert checked.code == 0, checked.stdout + checked.stderr
+    assert "testbed: warning:" in checked.stderr
     assert "4/4 cells as expected" in checked.stdout
 
 

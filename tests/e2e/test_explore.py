@@ -14,6 +14,7 @@ import pytest
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.schedule import Schedule
+from tests.support.dom import parse
 from tests.support.helpers import Ran, assert_left_nothing, finish, run_testbed, start_testbed
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +92,13 @@ def test_a_counterexample_that_does_not_reproduce_is_reported_unconfirmed(
     check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
     assert check.code == 4, check.stdout + check.stderr
     page = run_testbed(["latest", "--store", str(store)], workdir / "report", command="report")
-    assert page.code == 0 and 'data-confirmed="false">UNCONFIRMED for' in Path(page.stdout.strip()).read_text()
+    assert page.code == 0, page.stdout + page.stderr
+    first = parse(Path(page.stdout.strip()).read_text()).find_all("section")[0]  # the page opens with it
+    assert first.one("h2").all_text() == "Unconfirmed counterexample"
+    assert first.one("p", "unconfirmed").all_text().startswith("UNCONFIRMED: not a counterexample until it reproduces")
+    terminal = first.one("pre", "terminal")
+    assert terminal.attrs["data-confirmed"] == "false" and terminal.all_text() in ran.stdout
+    assert terminal.all_text().startswith("UNCONFIRMED for tests.support.userjobs:breaks_on_first_run")
 
 
 def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
@@ -104,6 +111,21 @@ def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
     assert any(s["attempt"] >= 2 and s["struck"] for s in summary["coverage"])  # recovery attempts struck too
     # Nothing of Hypothesis's in the working directory (no .hypothesis/): nothing is kept.
     assert sorted(p.name for p in workdir.iterdir()) == ["results.json", "stderr.txt", "stdout.txt", "tmp"]
+
+
+def test_check_of_a_model_only_search_exits_as_the_search_did(workdir: Path) -> None:
+    """Breaches the model predicts fail their rows, but a --model-only search does not seek them."""
+    store = workdir / "runs"
+    args = ["-s", "provider-key", "--model-only", "--scenario", "key-expired", "--budget", "30", "--seed", "1"]
+    ran = run_testbed([*args, "--store", str(store)], workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    assert summary["breaches"] > 0 and summary["labFailures"] == 0 and "counterexample" not in summary
+    assert any(row["verdict"] == "fail" for row in ran.json["rows"])
+    (workdir / "check").mkdir()
+    check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
+    assert check.code == 0, check.stdout + check.stderr
+    assert_left_nothing(ran)
 
 
 def test_an_interrupted_search_says_the_breach_it_had_found(workdir: Path) -> None:

@@ -4,9 +4,11 @@ with `os._exit(0)` is a dead one."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -36,9 +38,13 @@ def test_an_import_that_never_ends_is_one_line_and_exit_2(workdir: Path, pids: P
     assert_left_nothing(ran)
 
 
+LEAVES, SENDS = "tests.support.userjobs:leaves_a_process", "tests.support.userjobs:send_with_requests"
+LEFT_SAID = "processes the jobs left running after their attempts, stopped"
+
+
 def test_processes_a_handler_leaves_are_stopped_and_counted_by_cell(workdir: Path, pids: Path) -> None:
-    leaves, sends = "tests.support.userjobs:leaves_a_process", "tests.support.userjobs:send_with_requests"
-    args = ["--handler", leaves, "--handler", sends, "-b", "none", "--ops", "6"]
+    junit = workdir / "junit.xml"
+    args = ["--handler", LEAVES, "--handler", SENDS, "-b", "none", "--ops", "6", "--junit", str(junit)]
     ran = run_testbed(args, workdir, timeout=120)
     assert ran.code == 0, ran.stderr
     left = len(list(pids.iterdir()))
@@ -46,9 +52,49 @@ def test_processes_a_handler_leaves_are_stopped_and_counted_by_cell(workdir: Pat
     assert left_alive(pids) == []
     assert ran.json["leftoverProcesses"] == left
     # Each row its own: the one left in each work-horse's group (the other left it: the run's, at its end).
-    assert {row["strategy"]: row["leftoverProcesses"] for row in ran.json["rows"]} == {leaves: 6, sends: 0}
+    assert {row["strategy"]: row["leftoverProcesses"] for row in ran.json["rows"]} == {LEAVES: 6, SENDS: 0}
     assert f"the jobs left {left} process(es) running after their attempts: stopped" in ran.stderr
+    # The terminal's table marks the cell, and says what the mark means.
+    table = ran.stdout.split("\n\n")[1].splitlines()
+    assert [line.split()[1:] for line in table[2:]] == [["6", "/", "0", "(6l)"], ["6", "/", "0"]]
+    assert f"marks: Nl {LEFT_SAID}" in ran.stdout
+    # JUnit: a count of each case, and a line of its system-out where there were any.
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    for name, count in ((f"{LEAVES} @ none", 6), (f"{SENDS} @ none", 0)):
+        properties = {p.get("name"): p.get("value") for p in cases[name].iter("property")}
+        assert properties["leftoverProcesses"] == str(count)
+        assert (f"{count} {LEFT_SAID}" in (cases[name].findtext("system-out") or "")) == bool(count)
     assert_left_nothing(ran)
+
+
+def test_load_replay_and_a_schedule_say_what_a_handlers_jobs_left(workdir: Path, pids: Path) -> None:
+    load = run_testbed(["--handler", LEAVES, "--ops", "8", "--kill-rate", "0"], workdir, timeout=120, command="load")
+    assert load.code == 0, load.stderr
+    (row,) = load.json["rows"]
+    assert row["leftoverProcesses"] == 8
+    header, line = (lines := load.stdout.splitlines())[1].split(), lines[2].split()
+    assert header[-2:] == ["left", "verdict"] and line[-2] == "8"
+    assert f"left: {LEFT_SAID}" in load.stdout
+    assert_left_nothing(load)
+
+    args = ["--handler", LEAVES, "--ops", "4", "--every", "2", "--fault", "kill", "-b", "after-effect"]
+    replay = run_testbed(args, workdir, timeout=120, command="replay")
+    assert replay.code == 0, replay.stderr
+    (row,) = replay.json["rows"]
+    # One in its work-horse's group per attempt, a killed work-horse's too: each op's, and each kill's replay.
+    assert row["leftoverProcesses"] == 4 + row["replays"] and row["kills"] == 2
+    assert f"replays: {row['replays']}; {4 + row['replays']} {LEFT_SAID}" in replay.stdout
+    assert left_alive(pids) == []
+    assert_left_nothing(replay)
+
+    (schedule := workdir / "schedule.json").write_text(
+        json.dumps({"ops": [{"faults": [{"attempt": 1, "boundary": "after-effect", "fault": "kill"}]}, {}]})
+    )
+    replayed = run_testbed(["--schedule", str(schedule), "--handler", LEAVES, "--no-store"], workdir, timeout=120)
+    assert replayed.code == 0, replayed.stderr
+    assert replayed.stdout.split("\n\n")[0].splitlines()[-1] == f"  3 {LEFT_SAID}"  # 2 attempts of op 1, 1 of op 2
+    assert left_alive(pids) == []
+    assert_left_nothing(replayed)
 
 
 def test_a_handlers_output_is_capped_per_attempt_in_the_store(workdir: Path) -> None:

@@ -71,3 +71,38 @@ def test_rq_timers_past_a_week_are_refused(workdir: Path, option: str) -> None:
     assert f"{option} must be from" in line and "to 604,800" in line, line
     assert ran.results is None
     assert_left_nothing(ran)
+
+
+def _two_lines(path: Path) -> Path:
+    path.write_text("a-secret-token\nand-another\n")
+    return path
+
+
+_TOKEN_COMMANDS = {
+    # Each would go on to work (a Redis to reach, a port to serve) if the token file passed.
+    "host": ["--redis-url", "redis://:pw@127.0.0.1:9/0", "--provider-token-file"],
+    "provider": ["--db", "effects.sqlite3", "--port", "0", "--token-file"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_TOKEN_COMMANDS))
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_fifo, "a FIFO, not a regular file"),
+        (_zero, "a device, not a regular file"),
+        (_large, "104,857,600 bytes, over the 4,096 the lab reads"),
+        (_two_lines, "2 lines, not a token of one line"),
+    ],
+)
+def test_a_token_file_is_read_only_if_small_and_regular(
+    workdir: Path, command: str, make: Callable[[Path], Path], message: str
+) -> None:
+    path = make(workdir / "token")
+    option = _TOKEN_COMMANDS[command][-1]
+    ran = run_testbed([*_TOKEN_COMMANDS[command], str(path)], workdir, timeout=60, command=command)
+    assert ran.code == 2, ran.stderr
+    (line,) = ran.stderr.strip().splitlines()
+    assert line == f"testbed: error: {option} {path}: {message}", line
+    assert not (workdir / "effects.sqlite3").exists()  # refused before any work
+    assert_left_nothing(ran)

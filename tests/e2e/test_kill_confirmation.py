@@ -17,7 +17,7 @@ import pytest
 from labcore.procs import Held, all_exited
 from testbed.errors import RunFailure
 from testbed.infra.supervisor import WorkerProcess
-from testbed.nemesis.kills import Killer
+from testbed.nemesis.kills import HorseGone, Killer
 
 WAYS = pytest.mark.parametrize("by_pidfd", [True, False], ids=["pidfd", "psutil"])
 
@@ -112,3 +112,25 @@ def test_a_whole_worker_kill_spares_a_process_that_took_the_workers_pid(tmp_path
             if proc is not None:
                 proc.kill()
                 proc.wait()
+
+
+class _Nobody:
+    """A supervisor none of whose workers a pid is the work-horse of."""
+
+    def owner_of(self, horse_pid: int) -> None:
+        return None
+
+
+def test_a_kill_tells_a_work_horse_already_reaped_from_a_process_not_ours() -> None:
+    done = subprocess.Popen(["true"])
+    done.wait()  # exited and reaped: as a work-horse whose client gave up, reaped by its worker
+    with pytest.raises(HorseGone, match=f"pid {done.pid} had exited and been reaped before the kill"):
+        Killer(_Nobody(), None).kill(done.pid, whole_worker=False)  # type: ignore[arg-type]
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:  # alive, and no work-horse of this run's workers: refused as ever, and spared
+        with pytest.raises(RunFailure, match=f"refusing to kill pid {stranger.pid}: not a work-horse") as refused:
+            Killer(_Nobody(), None).kill(stranger.pid, whole_worker=False)  # type: ignore[arg-type]
+        assert not isinstance(refused.value, HorseGone) and stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -68,3 +68,20 @@ def test_a_function_on_the_labs_celery_under_each_setting(lab: Lab) -> None:
         AssertionError, match=r"early-ack: .*:post @ before-effect \(kill\): exactly-once: 1 op missing"
     ):
         rows.assert_exactly_once()
+
+
+def test_what_a_task_leaves_is_its_rows_once_its_pool_child_has_counted_it(lab: Lab, tmp_path: Path) -> None:
+    """Counted by the pool child as each task returns: the row has it as the run's cells end,
+    with the workers still up (the worker busy until it has counted)."""
+    from testbed.plugin import LeftoverProcesses
+    from tests.support.helpers import left_alive
+
+    (pids := tmp_path / "pids").mkdir()
+    job = "tests.support.userjobs:leaves_a_process"
+    with pytest.warns(LeftoverProcesses, match=rf"stopped \(acks-late: {job} @ none: 8\)"):
+        rows = lab.run(
+            job, engine="celery", delivery=["acks-late"], boundaries=["none"], ops=4, env={"LEFTOVER_PIDS": str(pids)}
+        )
+    # Two per op: one in the worker's group, one its pool child's own child out of it.
+    assert (rows.leftovers, rows.row().leftovers) == (8, 8)
+    assert len(list(pids.iterdir())) == 8 and left_alive(pids) == []

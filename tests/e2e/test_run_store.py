@@ -111,7 +111,8 @@ def test_check_with_other_expectations(stored: Stored) -> None:
     assert "DIFFERS  retry-only @ after-effect (kill): effects expected 20, observed 22" in checked.stdout
 
 
-def test_check_names_the_op_whose_effect_was_deleted_from_the_log(stored: Stored, tmp_path: Path) -> None:
+def test_check_names_the_op_whose_effect_was_deleted_from_a_log_without_digests(stored: Stored, tmp_path: Path) -> None:
+    """A run stored before digests.json (as this copy, without it) is judged as its log is now."""
     workdir, ran = stored
     copy = tmp_path / "copy"
     shutil.copytree(workdir / "runs" / ran.json["run"], copy)
@@ -121,6 +122,9 @@ def test_check_names_the_op_whose_effect_was_deleted_from_the_log(stored: Stored
             "DELETE FROM effects WHERE id = (SELECT MAX(id) FROM effects WHERE ledger = ? AND reference = ?)",
             (ledger, "tenant-demo:notification:13"),
         )
+    refused = stored_command([str(copy)], workdir, "check")
+    assert refused.code == 2 and "provider.sqlite3 is not as the run stored it" in refused.stderr, refused.stderr
+    (copy / "digests.json").unlink()
     checked = stored_command([str(copy)], workdir, "check")
     assert checked.code == 1, checked.stdout
     assert "missingOperations expected 0, observed 1" in checked.stdout

@@ -3,12 +3,14 @@ one line which file is damaged (exit 2, never a traceback, never the "cell diffe
 a run the lab could not finish is incomplete (exit 3), never pass; a run killed outright is
 listed as interrupted, and a stored run is left as it was, byte for byte."""
 
+import contextlib
 import hashlib
 import json
 import os
 import random
 import shutil
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 
 from provider.store import LogReader, ReferenceRecord
 from testbed.cli import app
-from testbed.store import history
+from testbed.store import digests, history
 from tests.support.helpers import assert_left_nothing, descendants, run_testbed, start_testbed, still_running
 
 pytestmark = pytest.mark.e2e
@@ -51,6 +53,7 @@ def as_remote(run: Path) -> None:
     log.close()
     (run / "provider.sqlite3").unlink()
     (run / "provider-records.jsonl").write_text("".join(lines))
+    digests.write(run)  # as such a run stores them
 
 
 def copied(stored: Path, to: Path, remote: bool = False) -> Path:
@@ -262,3 +265,92 @@ def test_a_run_killed_outright_is_listed_as_interrupted_and_checked_as_incomplet
         checked = run_testbed([str(run)], aside, command=command)
         assert checked.code == 3 and "Traceback" not in checked.stderr, checked.stderr
         assert checked.stderr.startswith(f"testbed: error: {run} is an incomplete run: it was interrupted before it")
+
+
+def _flipped_verdict(run: Path) -> None:
+    """One of retry-only's duplicates at after-effect gone from the log: the cell passes no more."""
+    with contextlib.closing(sqlite3.connect(run / "provider.sqlite3")) as db, db:
+        db.execute("DELETE FROM effects WHERE id = (SELECT MAX(id) FROM effects)")
+
+
+def _results_edited(run: Path) -> None:
+    """As its schema allows: the run's own words of its verdict."""
+    document = json.loads((run / "results.json").read_text())
+    document["rows"][0]["wallSeconds"] += 1.0
+    (run / "results.json").write_text(json.dumps(document, indent=2))
+
+
+def _history_edited(run: Path) -> None:
+    """An event a millisecond later: every line still as its schema says."""
+    lines = (run / "history.jsonl").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"type":"event"' in line)
+    event = json.loads(lines[at])
+    lines[at] = json.dumps(event | {"at": event["at"] + 0.001}, separators=(",", ":")) + "\n"
+    (run / "history.jsonl").write_text("".join(lines))
+
+
+def _log_appended(run: Path) -> None:
+    with (run / "logs" / "provider.log").open("a") as out:
+        out.write("edited\n")
+
+
+def _file_added(run: Path) -> None:
+    (run / "evidence.jsonl").write_text("{}\n")
+
+
+def _linked(run: Path) -> None:
+    """The same bytes, through a link the run never made."""
+    (run / "elsewhere.log").write_bytes((run / "logs" / "provider.log").read_bytes())
+    (run / "logs" / "provider.log").unlink()
+    (run / "logs" / "provider.log").symlink_to(run / "elsewhere.log")
+
+
+def _digests_garbled(run: Path) -> None:
+    (run / "digests.json").write_text('{"algorithm": "md5", "files": {}}')
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (_flipped_verdict, "provider.sqlite3 is not as the run stored it: its sha256 differs from digests.json's"),
+        (_results_edited, "results.json is not as the run stored it: its sha256 differs from digests.json's"),
+        (_history_edited, "history.jsonl is not as the run stored it: its sha256 differs from digests.json's"),
+        (_log_appended, "provider.log is not as the run stored it: its sha256 differs from digests.json's"),
+        (_file_added, "evidence.jsonl was not stored by the run: digests.json does not list it"),
+        (_linked, "provider.log: a symbolic link, not a file the run stored"),
+        (_digests_garbled, "digests.json is not a manifest of sha256 digests, as the run writes it"),
+    ],
+)
+def test_an_edited_stored_run_is_refused_in_one_line_by_check_report_and_compare(
+    stored: Path, tmp_path: Path, command: Command, edit: Callable[[Path], None], said: str
+) -> None:
+    run = copied(stored, tmp_path)
+    edit(run)
+    for args in (["check", str(run)], ["report", str(run)], ["compare", str(stored), str(run)]):
+        code, out, err = command(*args)
+        assert (code, out) == (2, ""), f"{args[0]}: exit {code}\n{out}{err}"
+        (line,) = err.splitlines()
+        assert line.startswith("testbed: error: ") and line.endswith(said), line
+    assert not (run / "report.html").exists()
+
+
+def test_a_run_stored_before_digests_is_checked_with_a_warning(stored: Path, tmp_path: Path, command: Command) -> None:
+    run = copied(stored, tmp_path)
+    (run / "digests.json").unlink()
+    _flipped_verdict(run)  # what a manifest would have told: without one, it is judged as it is now
+    code, out, err = command("check", str(run))
+    assert code == 1 and "1/2 cells as expected" in out, out
+    assert err == (
+        f"testbed: warning: {run} has no digests.json: stored before runs had one (or it was removed),"
+        " so an edit of its files cannot be told\n"
+    )
+
+
+def test_a_fresh_run_digests_every_file_it_stores_but_its_report(stored: Path) -> None:
+    listed = json.loads((stored / "digests.json").read_text())
+    assert listed["algorithm"] == "sha256"
+    on_disk = checksums(stored)
+    on_disk.pop("digests.json")
+    on_disk.pop("report.html", None)
+    assert listed["files"] == on_disk
+    assert {"results.json", "history.jsonl", "provider.sqlite3", "logs/provider.log"} <= set(on_disk)

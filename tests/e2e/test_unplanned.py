@@ -75,3 +75,34 @@ def _a_work_horse(run: psutil.Process) -> psutil.Process | None:
                 if process.cmdline() == worker.cmdline() == zygote.cmdline():
                     return process
     return None
+
+
+def test_a_kill_whose_attempt_had_already_ended_is_withheld_saying_so(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job's client gives up after 0.01 s while the provider holds its request at the
+    # boundary; the lab is stopped meanwhile, so the work-horse has exited and been reaped
+    # by its worker before the lab comes to kill it.
+    paused = workdir / "paused"
+    monkeypatch.setenv("PAUSE_LAB", str(paused))
+    handler = "tests.support.userjobs:gives_up_while_the_lab_stops"
+    proc, _, _ = start_testbed(["--handler", handler, "-b", "after-effect", "--every", "1", "--ops", "1"], workdir)
+    try:
+        deadline = time.monotonic() + 60
+        while not paused.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the job did not stop the run"
+            time.sleep(0.02)
+        lab, horse = map(int, paused.read_text().split())
+        while psutil.pid_exists(horse):  # reaped by its worker, not only exited
+            assert time.monotonic() < deadline, "the work-horse did not end"
+            time.sleep(0.02)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(proc.pid).resume()
+        ran = finish(proc, workdir, timeout=120)
+    assert lab == proc.pid
+    anomaly = ":1 attempt 1: the attempt ended before the kill at after-effect (its client gave up on the provider"
+    _withheld(ran, anomaly)
+    assert "read timeout=0.01" in ran.stderr  # its own words for why it gave up
+    assert "lab's hold must stay inside the job's client timeout" in ran.stderr
+    assert "refusing to kill" not in ran.stderr

@@ -10,15 +10,14 @@ from provider.gate import Gate
 from provider.holds import Holds
 from provider.service import HeldSend, Request, Response, Service
 from provider.store import Store
+from provider.wire import Fields
 
 
 def request(
     method: str, url: str, headers: dict[str, str] | None = None, body: bytes = b"", json: Any = None
 ) -> Request:
     path, _, query = url.partition("?")
-    fields: dict[bytes, bytes] = {}
-    for name, value in (headers or {}).items():
-        fields.setdefault(name.lower().encode(), value.encode("latin-1"))
+    fields = Fields((name.lower().encode(), value.encode("latin-1")) for name, value in (headers or {}).items())
     if json is not None:
         body = jsonlib.dumps(json).encode()
         fields.setdefault(b"content-type", b"application/json")

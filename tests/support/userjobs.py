@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -148,3 +150,46 @@ def sleeps_then_sends(op_id: str, payload: dict[str, Any]) -> str:
     """A second in its work-horse first: long enough for a test to find the horse and kill it."""
     time.sleep(1.0)
     return send_with_requests(op_id, payload)
+
+
+GIVES_UP = 0.01  # the client timeout of the stranded kill issue 58 met
+
+
+def gives_up_while_the_lab_stops(op_id: str, payload: dict[str, Any]) -> str:
+    """Its client gives up after 0.01 s. The first attempt to create $PAUSE_LAB stops the
+    run's own process (SIGSTOP) first, so that the lab cannot kill it at its boundary before
+    its client gives up, whatever the machine's load; once the provider has applied its effect
+    (and so reached the boundary it holds the request at), it writes the run's pid and its own
+    into $PAUSE_LAB for the test, which resumes the run once this work-horse is gone."""
+    try:
+        os.close(os.open(os.environ["PAUSE_LAB"] + ".taken", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return _send_keyed(op_id, payload, TIMEOUT)
+    lab = next(p for p in psutil.Process().parents() if p.cmdline()[1:3] == ["-m", "testbed"])
+    lab.suspend()
+    try:
+        return _send_keyed(op_id, payload, GIVES_UP)
+    finally:
+        _await_an_effect(_the_runs_provider())
+        with open(os.environ["PAUSE_LAB"] + ".tmp", "w") as out:
+            out.write(f"{lab.pid} {os.getpid()}")
+        os.replace(os.environ["PAUSE_LAB"] + ".tmp", os.environ["PAUSE_LAB"])
+
+
+def _await_an_effect(provider: psutil.Process) -> None:
+    argv = provider.cmdline()
+    db = argv[argv.index("--db") + 1]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as log:
+            if log.execute("SELECT count(*) FROM effects").fetchone()[0]:
+                return
+        time.sleep(0.01)
+    raise RuntimeError("the provider applied no effect")
+
+
+def _send_keyed(op_id: str, payload: dict[str, Any], timeout: float) -> str:
+    response = requests.post(_url(), json=payload, headers={"Idempotency-Key": op_id}, timeout=timeout)
+    response.raise_for_status()
+    receipt: str = response.json()["id"]
+    return receipt

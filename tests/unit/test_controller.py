@@ -86,11 +86,11 @@ def setup(
     controller.begin("c001", "ledger", EveryNth(10, boundary, fault), SCENARIOS[scenario], CellKeys("k"))
     side = Side.PROVIDER if boundary.on_provider else Side.WORKER
     hid = str(HitId("c001", 10, 1, boundary))
-    return controller, log, Hit(hid, "c001", "op-10", 1, boundary, fault, 99, "w1", side, 1.0)
+    return controller, log, Hit(hid, "c001", "t:op:10", 1, boundary, fault, 99, "w1", side, 1.0)
 
 
 def event(kind: EventKind, attempt: int) -> Event:
-    return Event(kind, "c001", "op-10", attempt, 98, "w2", 2.0)
+    return Event(kind, "c001", "t:op:10", attempt, 98, "w2", 2.0)
 
 
 def test_a_kill_at_a_worker_boundary_kills_then_settles() -> None:
@@ -118,7 +118,7 @@ def test_kill_worker_replaces_the_worker_and_forces_recovery() -> None:
     controller.handle(hit)
     assert log[:2] == [("kill", 99, True), ("replace", "w1")]
     assert recovered == ["w1"]
-    kinds = [e.kind for e in controller.finish("c001").history["op-10"]]
+    kinds = [e.kind for e in controller.finish("c001").history["t:op:10"]]
     assert kinds == [EventKind.HIT, EventKind.KILLED, EventKind.WORKER_RESTARTED, EventKind.RECOVERED]
 
 
@@ -162,7 +162,7 @@ def test_a_partition_lets_the_request_go_into_the_cut_and_heals_before_the_retry
     assert log == [("cut", hit.hit, "w1"), ("release", hit.hit, action)]
     controller.handle(event(EventKind.CALL_TIMEOUT, 1))
     assert log[2:] == [("heal", hit.hit), ("settle", hit.hit)]
-    kinds = [e.kind for e in controller.finish("c001").history["op-10"]]
+    kinds = [e.kind for e in controller.finish("c001").history["t:op:10"]]
     assert kinds == [EventKind.HIT, EventKind.PARTITIONED, EventKind.CALL_TIMEOUT, EventKind.HEALED]
 
 
@@ -185,7 +185,7 @@ def test_a_late_request_lands_once_the_retry_has_its_first_answer() -> None:
 def test_the_scenario_changes_the_world_before_the_retry() -> None:
     controller, log, hit = setup(Fault.KILL, Boundary.AFTER_EFFECT, scenario="withdrawn")
     controller.handle(hit)
-    assert log[-2:] == [("world", "withdraw", "op-10", 10), ("settle", hit.hit)]
+    assert log[-2:] == [("world", "withdraw", "t:op:10", 10), ("settle", hit.hit)]
 
 
 def test_an_unplanned_hit_is_an_anomaly_and_is_let_go() -> None:

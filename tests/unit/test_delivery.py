@@ -35,6 +35,10 @@ def test_rqs_retry_is_one_budget_for_every_cause() -> None:
         ("acks-late", False, True, False),
         ("reject-on-lost", True, True, False),
         ("autoretry", False, False, True),
+        # Temporal: an activity whose process died is retried once it times out, as one that raised.
+        ("retry", True, True, True),
+        ("heartbeat", True, True, True),
+        ("no-retry", False, False, False),
     ],
 )
 def test_each_setting_says_what_runs_again(delivery: str, lost: bool, worker: bool, error: bool) -> None:
@@ -111,6 +115,23 @@ def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused() -> None
             settings(choice)
     with pytest.raises(UsageError, match="not with --delivery"):
         settings(EngineChoice("celery", ("acks-late",), "app:app"))
+
+
+def test_temporals_settings_are_its_own_and_its_timeouts_are_refused_elsewhere() -> None:
+    temporal = EngineChoice("temporal")
+    assert settings(temporal) == ["retry", "heartbeat", "no-retry"]
+    assert settings(EngineChoice("temporal", ("no-retry",))) == ["no-retry"]
+    # Temporal's default retry policy has no maximum of attempts: a killed activity is retried for ever.
+    assert redelivery("retry", 1).again([LOST] * 50) and redelivery("retry", 1).again([ERROR] * 50)
+    for choice in (
+        EngineChoice("temporal", ("acks-late",)),
+        EngineChoice("celery", ("retry",)),
+        EngineChoice("rq", start_to_close_timeout=3),
+        EngineChoice("celery", heartbeat_timeout=1),
+        EngineChoice("temporal", visibility_timeout=3),
+    ):
+        with pytest.raises(UsageError):
+            settings(choice)
 
 
 def settings(choice: EngineChoice) -> list[str]:

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, find, given, settings
 
 from labcore.boundaries import Boundary
 from labcore.delivery import policy_of
+from labcore.destination import CLIENT_SIDE, STRUCK
 from labcore.faults import RULES, Fault
 from labcore.plan import Armed
 from labcore.redelivery import Redelivery
@@ -167,3 +168,21 @@ def test_scenarios_drawn_on_each_engine() -> None:
     # Acknowledged as it starts, a held op's worker takes the next message: perhaps its own duplicate.
     refused = Celery.refused(SCENARIOS["duplicate-enqueue"], "early-ack", scheduled=True)
     assert refused is not None and refused.startswith("scenario duplicate-enqueue under early-ack: a worker holding")
+
+
+@QUICK
+@given(trials(TARGETS, EVERYWHERE, max_ops=4, retries=3, boundaries=STRUCK))
+def test_against_a_destination_no_strike_is_drawn_at_the_lab_clients_boundaries(trial: Trial) -> None:
+    assert not {a.boundary for op in trial.schedule.ops for a in op} & CLIENT_SIDE
+
+
+def test_against_a_destination_the_other_boundaries_are_all_drawn() -> None:
+    drawn: set[Boundary] = set()
+
+    @QUICK
+    @given(trials(TARGETS, ("none",), max_ops=4, retries=3, boundaries=STRUCK))
+    def collect(trial: Trial) -> None:
+        drawn.update(a.boundary for op in trial.schedule.ops for a in op)
+
+    collect()
+    assert drawn == set(STRUCK)

@@ -12,7 +12,7 @@ from testbed.explore.coverage import Coverage
 from testbed.explore.trials import Found, found_in
 from testbed.judge.checker import Counts
 from testbed.judge.scorecard import Expected, Row
-from testbed.report.explore import coverage_section, coverage_text, summary_text
+from testbed.report.explore import counterexample_section, coverage_section, coverage_text, summary_text
 from testbed.report.junit import junit
 from testbed.store.results import parse
 
@@ -158,14 +158,15 @@ def test_a_counterexample_that_never_reproduced_is_unconfirmed_everywhere() -> N
     assert "UNCONFIRMED for retry-only: it broke the promise in one trial (shrunk to 2 ops, 2 faults)" in text
     assert "in none of its 3 fresh runs (reproduced 0 of 3)" in text
     assert text.endswith("replay it:\n  testbed chaos --schedule runs/x/counterexample.json -s retry-only")
-    section = coverage_section(results)
-    assert section is not None and '<p class="counterexample" data-confirmed="false">UNCONFIRMED for' in section[2]
+    _, title, section = counterexample_section(results, {}, "")
+    assert title == "Unconfirmed counterexample"
+    assert '<pre class="terminal counterexample" data-confirmed="false"><span class="line">UNCONFIRMED for' in section
     (case,) = junit(results).iter("testcase")
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "unconfirmed"
     assert (failure.get("message") or "").startswith("unconfirmed: exactly-once breaks in one trial")
-    confirmed = coverage_section(parse(explored(counterexample=True)))
-    assert confirmed is not None and 'data-confirmed="true">COUNTEREXAMPLE for' in confirmed[2]
+    _, title, confirmed = counterexample_section(parse(explored(counterexample=True)), {}, "")
+    assert title == "Counterexample" and 'data-confirmed="true"><span class="line">COUNTEREXAMPLE for' in confirmed
 
 
 def test_a_stored_counterexample_without_the_field_reads_confirmed_as_it_reproduced() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from testbed.errors import UsageError
 from testbed.lab.userjobs import prepare
-from workers.horses import Cut, cap_output, cut_of, stop_group
+from tests.support.helpers import horse
+from workers.horses import Cut, cap_output, cut_of, last_pid, stop_group, stop_strays
 
 
 def test_an_attempt_within_the_cap_keeps_everything_and_one_past_it_keeps_both_ends() -> None:
@@ -46,6 +47,27 @@ def test_the_processes_left_in_a_group_are_stopped_and_counted() -> None:
         for p in left:
             p.kill()
             p.wait()
+
+
+def test_a_pool_child_stops_what_its_task_left_in_its_group_and_its_own_children_only() -> None:
+    def pool_child() -> None:
+        os.setpgrp()  # as a worker's group, this process its pool child
+        found = subprocess.Popen(["sleep", "600"])  # there as the pool child started: not the task's
+        since = last_pid()  # as the attempt starts
+        left = [subprocess.Popen(["sleep", "600"], process_group=group) for group in (None, 0)]
+        try:
+            assert stop_strays({os.getpid(), found.pid}, since) == 2
+            assert [p.wait(10) for p in left] == [-9, -9] and found.poll() is None
+            assert stop_strays({os.getpid(), found.pid}, since) == 0
+            # Pids that wrapped around since: every process is read, the spared spared.
+            left.append(subprocess.Popen(["sleep", "600"]))
+            assert stop_strays({os.getpid(), found.pid}, left[-1].pid + 10**9) == 1 and left[-1].wait(10) == -9
+        finally:
+            for p in (found, *left):
+                p.kill()
+                p.wait()
+
+    assert horse(pool_child) == 0
 
 
 @pytest.mark.parametrize("seconds", [0, -1, float("nan"), 3601])

@@ -68,3 +68,29 @@ def test_the_hit_header_carries_the_run() -> None:
     # A hit from before the field existed still parses (no run: a single-run provider ignores it).
     legacy = _hit(prefix).header().replace(f',"bus":"{prefix}"', "")
     assert Hit.from_header(legacy).bus == ""
+
+
+def test_a_hosts_kill_whose_work_horse_was_gone_is_told_from_a_refusal() -> None:
+    """The host's reply says the work-horse had already been reaped: the controller hears it as
+    a kill whose attempt had ended (HorseGone), not as the lab's failure; any other refusal stays one."""
+    from testbed.errors import RunFailure
+    from testbed.infra.hosts import RemoteWorker
+    from testbed.nemesis.host_kills import HostKiller
+    from testbed.nemesis.kills import HorseGone
+
+    replies = [OrderReply("o1", False, "host a1: pid 9 had exited", gone=True), OrderReply("o2", False, "no")]
+    assert proto.decode(OrderReply, proto.encode(replies[0])) == replies[0]
+
+    class Pool:
+        def __init__(self) -> None:
+            self.workers = {"a1.w1": RemoteWorker("a1.w1", "a1", 10)}
+
+        def order(self, host: str, order: Order) -> OrderReply:
+            return replies.pop(0)
+
+    killer = HostKiller(Pool())  # type: ignore[arg-type]
+    with pytest.raises(HorseGone, match="pid 9 had exited and been reaped"):
+        killer.kill(9, False, "a1.w1")
+    with pytest.raises(RunFailure, match=r"^no$") as refused:
+        killer.kill(9, False, "a1.w1")
+    assert not isinstance(refused.value, HorseGone)

@@ -26,6 +26,7 @@ from provider.service import Failures, HeldSend, Request, Response, cause_of
 from provider.wire import MAX_BODY
 
 SEND = b"POST /ledgers/l/effects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+FORWARDED_CAP = MAX_BODY * 4  # what Told lets a job's request to its destination carry (`Service.body_cap`)
 CREATED = Response(201, {"id": "eff_1", "reference": "op-1"}, replayed=True)
 
 
@@ -49,6 +50,9 @@ class Told:
 
     def reads_body(self, request: Request) -> bool:
         return b"authorization" in request.headers or not self.needs_token
+
+    def body_cap(self, request: Request) -> int:
+        return FORWARDED_CAP if request.path.startswith("/d/good/") else MAX_BODY
 
 
 class Recorder(asyncio.Transport):
@@ -164,6 +168,7 @@ def test_headers_are_read_in_lower_case_the_first_of_a_repeated_one_kept_and_tra
     service = Told()
     served(service, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Name: one  \r\nx-name: two\r\n\r\n")
     assert service.requests[0].headers[b"x-name"] == b"one"
+    assert service.requests[0].headers.lines() == [(b"host", b"x"), (b"x-name", b"one"), (b"x-name", b"two")]
 
 
 def test_an_http_1_0_request_is_answered_and_closed() -> None:
@@ -203,6 +208,20 @@ def test_a_body_over_the_cap_is_answered_from_its_head_and_not_read() -> None:
         assert request.oversized and len(request.body) == 0
         assert len(recorder.writes) == 1 and recorder.closed_after == 1
         assert not connection.in_progress
+
+
+def test_a_jobs_request_to_its_destination_is_read_up_to_the_cap_the_service_gives_it() -> None:
+    """Over MAX_BODY and under the service's cap for it: read whole; past that cap, the head alone."""
+    for path, size, whole in (
+        (b"/d/good/upload", FORWARDED_CAP, True),
+        (b"/d/good/upload", FORWARDED_CAP + 1, False),
+        (b"/d/bad/upload", MAX_BODY + 1, False),
+    ):
+        service = Told()
+        head = (SEND % size).replace(b"/ledgers/l/effects", path)
+        served(service, head, b"x" * size)
+        (request,) = service.requests
+        assert (len(request.body) == size, request.oversized) == (whole, not whole), (path, size)
 
 
 def test_a_request_that_is_not_http_is_refused_and_the_connection_closed() -> None:

@@ -13,13 +13,14 @@ import pytest
 from labcore.boundaries import Boundary
 from labcore.events import Hit
 from labcore.faults import Fault
+from labcore.scoped import Scope, sign
 from provider.gate import Gate
 from provider.holds import Holds
 from provider.openapi import document
 from provider.routes import ROUTES
 from provider.service import HeldSend, Request, Response
 from provider.store import Store
-from provider.wire import MAX_BODY
+from provider.wire import MAX_BODY, MAX_FORWARDED_BODY, Fields
 from tests.support.service_client import ServiceClient, request
 
 BODY = {"reference": "op-1", "recipient": "a@example.test", "message": "hello"}
@@ -116,12 +117,14 @@ _SCOPED_SENDS = {f"scoped_{m}" for m in ("post", "put", "patch", "delete")}
 
 def test_a_body_is_read_only_where_the_token_is_not_missing(client: ServiceClient) -> None:
     """The server asks before it reads a body: a request refused for want of the token is answered from its head."""
-    assert not client.service.reads_body(Request("POST", "/ledgers/l/effects", headers={}))
-    assert not client.service.reads_body(Request("PUT", "/%6Cedgers/l", headers={b"authorization": b"Bearer no"}))
-    authorized = {b"authorization": f"Bearer {TOKEN}".encode()}
+    assert not client.service.reads_body(Request("POST", "/ledgers/l/effects"))
+    assert not client.service.reads_body(
+        Request("PUT", "/%6Cedgers/l", headers=Fields([(b"authorization", b"Bearer no")]))
+    )
+    authorized = Fields([(b"authorization", f"Bearer {TOKEN}".encode())])
     assert client.service.reads_body(Request("POST", "/ledgers/l/effects", headers=authorized))
-    assert client.service.reads_body(Request("POST", "/s/token/api/charges", headers={}))  # its URL is its credential
-    assert client.service.reads_body(Request("POST", "/%73/token/api/charges", headers={}))
+    assert client.service.reads_body(Request("POST", "/s/token/api/charges"))  # its URL is its credential
+    assert client.service.reads_body(Request("POST", "/%73/token/api/charges"))
 
 
 def test_a_closed_gate_turns_jobs_away_and_lets_health_and_the_controller_through(client: ServiceClient) -> None:
@@ -266,3 +269,24 @@ def test_the_document_is_the_route_tables_and_needs_no_server() -> None:
     }
     assert send["responses"]["413"]["description"] == f"request body over {MAX_BODY} bytes"
     assert json.loads(json.dumps(protected)) == protected  # plain JSON
+
+
+def test_a_jobs_request_to_its_destination_may_carry_an_upload_and_past_that_is_the_labs_failure(
+    client: ServiceClient,
+) -> None:
+    """The larger cap only for a request its scope's token signs; one past it is refused (413)
+    and noted as the provider's own failure (which ends the run), never passed on cut short."""
+    secret = "s" * 32
+    assert client.answer("PUT", "/ledgers/l/scope", json={"secret": secret}).status == 200
+    good = f"/d/{sign(Scope('l', 'op-1', 1), secret)}/upload"
+    bad = f"/d/{sign(Scope('l', 'op-1', 1), 'x' * 32)}/upload"
+    assert client.service.body_cap(Request("PUT", good)) == MAX_FORWARDED_BODY
+    assert client.service.body_cap(Request("PUT", bad)) == MAX_BODY
+    assert client.service.body_cap(Request("PUT", "/ledgers/l")) == MAX_BODY
+    refused = client.service.handle(Request("PUT", good, oversized=True))
+    assert isinstance(refused, Response) and refused.status == 413 and refused.close
+    assert str(MAX_FORWARDED_BODY) in refused.body["error"]
+    assert client.service.failures.count == 1 and client.service.failures.last == refused.body["error"]
+    stranger = client.service.handle(Request("PUT", bad, oversized=True))
+    assert isinstance(stranger, Response) and stranger.status == 413
+    assert client.service.failures.count == 1  # a stranger's request is no failure of the lab's

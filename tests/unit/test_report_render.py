@@ -461,3 +461,55 @@ def test_the_run_caption_names_the_faulted_ops_in_english() -> None:
         "11th op",
         "22nd op",
     ]
+
+
+def leftover_results() -> dict[str, Any]:
+    """The article's control cells, one of whose jobs left 6 processes running."""
+    rows = [row("retry-only", "none", leftoverProcesses=6), row("provider-key", "none")]
+    return document_of(rows=rows, leftoverProcesses=12)
+
+
+def test_a_cells_leftover_processes_are_marked_in_its_table_cell_and_the_legend() -> None:
+    rows = stored.parse(leftover_results()).rows
+    (grid,) = tables.grids(rows, tables.stored_row_key)
+    assert tables.grid_text(grid, tables.stored_cell_text).splitlines()[2:] == [
+        "retry-only    10 / 0 (6l)",
+        "provider-key  10 / 0",
+    ]
+    assert tables.legend(map(tables.stored_cell_text, rows)) == (
+        "marks: Nl processes the jobs left running after their attempts, stopped"
+    )
+    # None left: the table as the article's, no mark and no legend.
+    clean = stored.parse(chaos_results()).rows
+    assert "l)" not in "".join(map(tables.stored_cell_text, clean))
+    assert tables.legend(map(tables.stored_cell_text, clean)) == "! differs from expectation"
+
+
+def test_a_cells_leftover_processes_are_in_its_heatmap_cell() -> None:
+    dom = parse(html.render(stored.parse(leftover_results())))
+    left = dom.one("td", "cell", data_strategy="retry-only")
+    assert left.attrs["data-leftovers"] == "6" and left.one("span", "marks").all_text() == "6l"
+    assert left.attrs["title"].endswith("; 6 processes the jobs left running after their attempts, stopped")
+    clean = dom.one("td", "cell", data_strategy="provider-key")
+    assert clean.attrs["data-leftovers"] == "0" and not clean.find_all("span", "marks")
+    assert "Nl processes the jobs left running" in dom.one("section", id="heatmaps").all_text()
+
+
+def test_junit_counts_a_cells_leftover_processes(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit(path, stored.parse(leftover_results()))
+    cases = {c.get("name"): c for c in ET.parse(path).getroot().iter("testcase")}
+    for name, left in (("retry-only @ none", "6"), ("provider-key @ none", "0")):
+        properties = {p.get("name"): p.get("value") for p in cases[name].iter("property")}
+        assert properties["leftoverProcesses"] == left
+    said = cases["retry-only @ none"].findtext("system-out") or ""
+    assert said.splitlines()[-1] == "6 processes the jobs left running after their attempts, stopped"
+    assert "left running" not in (cases["provider-key @ none"].findtext("system-out") or "")
+
+
+def test_the_load_table_has_a_column_of_leftover_processes_where_any_were_left() -> None:
+    rows = [row("retry-only", "random", leftoverProcesses=3), row("provider-key", "random")]
+    grid = tables.load_grid(stored.parse(document_of(rows=rows)).rows)
+    assert [line[-2:] for line in grid] == [["left", "verdict"], ["3", "holds"], ["0", "holds"]]
+    none_left = tables.load_grid(stored.parse(document_of(rows=[row("retry-only", "random")])).rows)
+    assert none_left[0] == tables.LOAD_HEADER

@@ -1,5 +1,6 @@
-"""What the plan did not make: which failed calls and dead work-horses are anomalies, and how a
-cell that saw one is withheld (the row, the words, the run's failure)."""
+"""What the plan did not make: which failed calls and dead work-horses are anomalies, and a kill
+whose attempt had already ended; and how a cell that saw one is withheld (the row, the words,
+the run's failure)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import signal
 from labcore.answers import CallFailure, provider_failed
 from labcore.boundaries import Boundary
 from labcore.events import Event, EventKind
-from labcore.faults import Fault
-from labcore.plan import Armed
+from labcore.faults import Fault, Release
+from labcore.keys import CellKeys
+from labcore.plan import Armed, EveryNth
 from testbed.experiment.matrix import Cell
+from testbed.experiment.scenarios import SCENARIOS
 from testbed.judge.checker import Counts
 from testbed.judge.scorecard import Expected, Row
 from testbed.lab.options import RunOptions, every_nth
 from testbed.lab.session import Ran, client_timeouts, withheld
-from testbed.nemesis.unplanned import unplanned_call, unplanned_death
+from testbed.nemesis.controller import Controller
+from testbed.nemesis.kills import HorseGone, Kill
+from testbed.nemesis.unplanned import stranded_kill, unplanned_call, unplanned_death
 from testbed.report import findings
 from testbed.store.results import parse_row, row_json
 from tests.unit import test_controller
@@ -78,8 +83,8 @@ def _event(kind: EventKind, op: str, pid: int, **data: object) -> Event:
 
 def test_the_controller_marks_the_cell_for_an_unplanned_death_not_for_its_own_kill() -> None:
     controller, _, hit = test_controller.setup(Fault.KILL, Boundary.AFTER_RECEIPT)
-    controller.handle(hit)  # kills pid 99, op-10's work-horse
-    controller.handle(_event(EventKind.HORSE_DIED, "op-10", 99, signal=9))
+    controller.handle(hit)  # kills pid 99, t:op:10's work-horse
+    controller.handle(_event(EventKind.HORSE_DIED, "t:op:10", 99, signal=9))
     controller.handle(_event(EventKind.HORSE_DIED, "op-4", 123, signal=9))
     seen = controller.finish("c001")
     assert len(seen.anomalies) == 1 and seen.anomalies[0].startswith("op-4 attempt 1: its work-horse (pid 123)")
@@ -92,6 +97,65 @@ def test_the_controller_judges_a_failed_call_against_the_cells_plan() -> None:
     controller.handle(_event(EventKind.CALL_FAILED, "tenant:notification:3", 5, failure="timeout", detail="t"))
     (anomaly,) = controller.finish("c001").anomalies
     assert anomaly.startswith("tenant:notification:3 attempt 1: its client timed out")
+
+
+class _Late(test_controller.FakeBus):
+    """A bus with what the work-horse reported still on it, behind the hit."""
+
+    def __init__(self, log: list[tuple[object, ...]], ahead: list[Event]) -> None:
+        super().__init__(log)
+        self.ahead = ahead
+
+    def pending(self) -> list[Event]:
+        return self.ahead
+
+
+class _TooLate(test_controller.FakeKiller):
+    def kill(self, horse_pid: int, whole_worker: bool, worker: str = "") -> Kill[test_controller.FakeWorker]:
+        raise HorseGone(horse_pid)
+
+
+_GAVE_UP = {"failure": "timeout", "detail": "ReadTimeout: Read timed out. (read timeout=0.01)"}
+
+
+def _stranding(heard: list[Event], ahead: list[Event]) -> tuple[list[str], list[tuple[object, ...]], str, int]:
+    """A kill at after-effect of t:op:10 whose work-horse was gone: the anomalies, what was done, the hit."""
+    log: list[tuple[object, ...]] = []
+    controller = Controller(_Late(log, ahead), _TooLate(log), test_controller.FakeWorld(log))  # type: ignore[arg-type]
+    plan = EveryNth(10, Boundary.AFTER_EFFECT, Fault.KILL)
+    controller.begin("c001", "ledger", plan, SCENARIOS["none"], CellKeys("k"))
+    _, _, hit = test_controller.setup(Fault.KILL, Boundary.AFTER_EFFECT)
+    for event in heard:
+        controller.handle(event)
+    controller.handle(hit)
+    seen = controller.finish("c001")
+    return seen.anomalies, log, hit.hit, seen.kill_count
+
+
+def test_a_kill_whose_attempt_had_ended_says_how_it_ended_and_lets_the_op_go_on() -> None:
+    heard = [_event(EventKind.CALL_FAILED, "t:op:10", 99, **_GAVE_UP), _event(EventKind.ATTEMPT_END, "t:op:10", 99)]
+    for before, after in [(heard, []), ([], heard), (heard[1:], heard[:1])]:  # heard before the hit, or still queued
+        (anomaly,), log, hit, kills = _stranding(before, after)
+        assert anomaly == (
+            "t:op:10 attempt 1: the attempt ended before the kill at after-effect (its client gave up on the"
+            " provider: ReadTimeout: Read timed out. (read timeout=0.01)), so the kill reached nobody; the"
+            " lab's hold must stay inside the job's client timeout (raise it there)"
+        )
+        assert log == [("release", hit, Release.RESPOND), ("settle", hit)] and kills == 0  # as after a kill, unmade
+
+
+def test_a_kill_whose_attempt_ended_unheard_says_its_work_horse_had_exited() -> None:
+    other = Event(EventKind.CALL_FAILED, "c001", "t:op:10", 2, 98, "w2", 2.0, _GAVE_UP)  # another attempt's
+    (anomaly,), _, _, _ = _stranding([], [other, _event(EventKind.CALL_FAILED, "t:op:3", 97, **_GAVE_UP)])
+    assert "(its work-horse (pid 99) had exited), so the kill reached nobody" in anomaly
+    ended = stranded_kill(
+        "op-1",
+        2,
+        Boundary.AFTER_RECEIPT,
+        5,
+        [_event(EventKind.ATTEMPT_END, "op-1", 5, outcome="error", error="ValueError")],
+    )
+    assert "at after-receipt (it ended: error ValueError)" in ended
 
 
 def _row(anomalies: list[str]) -> Row:

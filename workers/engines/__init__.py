@@ -10,7 +10,7 @@ from types import ModuleType
 
 # Which one a run's zygote and workers serve, in their environment (RQ if unset).
 ENGINE_ENV = "TESTBED_ENGINE"
-MODULES = {"rq": "workers.engines.rq", "celery": "workers.engines.celery"}
+MODULES = {"rq": "workers.engines.rq", "celery": "workers.engines.celery", "temporal": "workers.engines.temporal"}
 
 
 def name() -> str:

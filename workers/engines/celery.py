@@ -20,21 +20,23 @@ Nothing here is imported by an RQ run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from celery import Celery, Task, signals
-from redis import Redis
+from redis import Redis, RedisError
 
 from labcore import connections
 from labcore.credentials import RQ_URL_ENV
 from labcore.engines.celery import APP_TASK, Delivery, task_name, task_options
 from labcore.keys import RunKeys
+from workers import horses
 from workers.engines import ENGINE_ENV as ENGINE_ENV  # the lab sets it in its Celery workers' environment
-from workers.instrument import Job
+from workers.instrument import WORKER_ENV, Job
 
 # Set by the run in its Celery workers' environment.
 PREFIX_ENV = "TESTBED_RUN_PREFIX"  # the run's keys
@@ -110,13 +112,15 @@ def lab_app(url: str, run_prefix: str, retries: int, visibility: int | None) -> 
 def _builtin(task: Task, spec: dict[str, Any], op: str, seq: int, enqueued: float | None = None) -> str:
     from workers import handler
 
-    return handler.run(_job(enqueued), spec, op, seq)
+    with _attempt(spec):
+        return handler.run(_job(enqueued), spec, op, seq)
 
 
 def _user(task: Task, spec: dict[str, Any], op: str, seq: int, enqueued: float | None = None) -> Any:
     from workers import userjob
 
-    return userjob.run(_job(enqueued), spec, op, seq)
+    with _attempt(spec):
+        return userjob.run(_job(enqueued), spec, op, seq)
 
 
 def adopt(app: Celery, handler: Task) -> None:
@@ -129,7 +133,8 @@ def adopt(app: Celery, handler: Task) -> None:
         from workers import userjob
 
         lab = kwargs.pop(LAB_KWARG)
-        return userjob.run(_job(lab["enqueued"]), lab["spec"], lab["op"], lab["seq"], function=original)
+        with _attempt(lab["spec"]):
+            return userjob.run(_job(lab["enqueued"]), lab["spec"], lab["op"], lab["seq"], function=original)
 
     handler.run = attempt  # before the worker builds its tracers, which read `run`
     app.tasks[APP_TASK] = handler
@@ -144,6 +149,32 @@ def _redis() -> Redis:
 
 def _job(enqueued: float | None) -> Job:
     return Job(_redis(), enqueued)
+
+
+# What this pool child found in its worker's process group as it started: itself, its worker,
+# and what a pool child killed before it left (`workers.horses`). Set as the pool child starts.
+_FOUND: set[int] = set()
+
+
+@contextlib.contextmanager
+def _attempt(spec: dict[str, Any]) -> Iterator[None]:
+    """One attempt of a lab's job in this pool child; once it has ended, however, what it left
+    in the worker's process group stopped and counted under its cell, as RQ's worker counts
+    what a work-horse left (`workers.worker`), the worker busy until then (`busy_workers`).
+    Retried or not, the task ends after this."""
+    keys = RunKeys(spec["prefix"])
+    _redis().sadd(keys.busy_workers, os.environ[WORKER_ENV])
+    since = horses.last_pid()
+    try:
+        yield
+    finally:
+        left = horses.stop_strays(_FOUND | {os.getpid(), os.getppid()}, since)
+        # A Redis gone by now is a run ending (stopped, or failed and said so): nobody to tell.
+        with contextlib.suppress(RedisError), _redis().pipeline(transaction=False) as pipe:
+            if left:
+                pipe.hincrby(keys.leftovers, spec["cell"], left)
+            pipe.srem(keys.busy_workers, os.environ[WORKER_ENV])
+            pipe.execute()
 
 
 def preload() -> None:
@@ -172,6 +203,14 @@ def serve(argv: list[str]) -> None:
 
 
 # -- Celery's verdicts, as the workers hear them ------------------------------------
+
+
+@signals.worker_process_init.connect  # type: ignore[untyped-decorator]  # Celery ships no types
+def _pool_child_started(**_: Any) -> None:
+    """A pool child in place of one that died in a task, or the first: the group as it finds it
+    is not its tasks' doing, and its worker is in no task now."""
+    _FOUND.update(horses.live_members(os.getpgrp()))
+    _redis().srem(RunKeys(os.environ[PREFIX_ENV]).busy_workers, os.environ[WORKER_ENV])
 
 
 @signals.worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no types

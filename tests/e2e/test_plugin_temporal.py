@@ -1,0 +1,55 @@
+"""The pytest plugin on Temporal, as a user's test meets it: a plain function of the test's own
+module run as the activity of the lab's workflow, under the kills. The session's lab is RQ's:
+its first Temporal run starts a stack of its own (its dev server included), stopped with the lab."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from testbed.plugin import Lab
+
+pytest.importorskip("temporalio")
+
+pytestmark = pytest.mark.e2e
+
+ROOT = str(Path(__file__).resolve().parents[2])
+HERE = __name__
+
+
+def post(op_id: str, payload: dict[str, Any]) -> str:
+    """Sends with no key: an activity retried after its effect sends it again."""
+    response = requests.post(f"{os.environ['TESTBED_PROVIDER_URL']}/api/messages", json=payload, timeout=2)
+    response.raise_for_status()
+    receipt: str = response.json()["id"]
+    return receipt
+
+
+def test_a_function_as_the_activity_is_retried_by_the_default_policy_and_not_with_one_attempt(lab: Lab) -> None:
+    rows = lab.run(
+        f"{HERE}:post",
+        engine="temporal",
+        delivery=["retry", "no-retry"],
+        boundaries=["after-effect"],
+        ops=10,
+        every=5,
+        paths=[ROOT],
+    )
+    by_setting = {row.cell.delivery: row.counts for row in rows}
+    # Retried once its start-to-close timeout expired: both killed ops sent twice.
+    retried = by_setting["retry"]
+    assert (retried.effects, retried.duplicate_effects, retried.missing_operations, retried.jobs_failed) == (
+        12,
+        2,
+        0,
+        0,
+    )
+    # maximum_attempts=1: sent once, and the workflow failed.
+    once = by_setting["no-retry"]
+    assert (once.effects, once.duplicate_effects, once.missing_operations, once.jobs_failed) == (10, 0, 0, 2)
+    with pytest.raises(AssertionError, match=r"retry: .*:post @ after-effect \(kill\): exactly-once: 2 ops duplicated"):
+        rows.assert_exactly_once()
