@@ -63,13 +63,15 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         # Its bus is connected, and redis-py imported, by the first armed request (provider.holds);
         # it checks requests with shapes of its own (provider.shapes), no validation framework.
         ("import provider.__main__, provider.server", {"redis", "fastapi", "starlette", "uvicorn", "pydantic"}),
-        # The agent runtimes of the worked examples, Celery and Temporal, are optional extras: only
-        # a handler imports the runtimes, only a run with --engine celery imports Celery, only one
-        # with --engine temporal the Temporal SDK (and RQ's workers, its handler and its queue none of it).
+        # The agent runtimes and frameworks of the worked examples, Celery and Temporal, are optional
+        # extras: only a handler imports the runtimes, only a run with --engine celery imports Celery, only
+        # one with --engine temporal the Temporal SDK (and RQ's workers, its handler and its queue none of it).
         (
-            "import testbed.cli.app, testbed.plugin, testbed.lab.session, testbed.lab.runner, testbed.infra.stack\n"
+            "import testbed.cli.app, testbed.plugin, testbed.lab.session, testbed.lab.runner, testbed.infra.stack
+"
             "import workers.userjob, workers.handler, workers.worker, workers.zygote",
-            {"langgraph", "langchain_core", "dbos", "celery", "kombu", "billiard", "temporalio"},
+            {"langgraph", "langchain_core", "dbos", "pydantic_ai", "pydantic_graph", "agents", "openai"}
+            | {"celery", "kombu", "billiard", "temporalio"},
         ),
     ],
     ids=["command line", "provider", "optional runtimes"],
