@@ -3,11 +3,13 @@
 
 Size is the number of faults, then the number of ops they are spread over:
 one op with no fault (the base every pruning starts from), then one op with one
-fault (every attempt x boundary x fault), one op with two faults, two ops with
-one each, and so on up to `depth` faults. Within a size, kills come before the
-other faults (schedules with fewer faults of other kinds first), then earlier
-attempts, then the order of `space.strikes` (simplest first). So the first
-schedule that fails is a smallest one: nothing to shrink.
+fault (every attempt x boundary), one op with two faults, two ops with one
+each, and so on up to `depth` faults; kills first: the schedules of kills only
+(in that order), then those with one fault of another kind, and so on
+(`size_of`). Within a size, earlier attempts first, then the order of
+`space.strikes` (simplest first). Every part of a schedule (some of its
+strikes) comes before it, so the first schedule that fails has no part that
+fails: a smallest one, nothing to shrink.
 
 Every op of a schedule is faulted (a clean op beside them adds nothing the base
 does not show), ops are a set (the same strikes on op 1 and 2, or 2 and 1, are
@@ -77,10 +79,9 @@ def schedules(
     policy: Redelivery | None = None,
 ) -> list[Schedule]:
     """The bounded space under one scenario, smallest first, each schedule once."""
-    out: dict[Schedule, None] = {Schedule(((),), scenario, retries): None}
+    out: list[Schedule] = [Schedule(((),), scenario, retries)]
     shapes = {n: op_shapes(scenario, retries, faults, n) for n in range(1, depth + 1)}
     for size in range(1, depth + 1):
-        level: list[tuple[tuple[int, ...], Schedule]] = []
         for count in range(1, min(size, max_ops) + 1):
             for parts in _parts(size, count):
                 for ops in product(*(range(len(shapes[p])) for p in parts)):
@@ -92,12 +93,9 @@ def schedules(
                         chosen = tuple(reachable(op, policy) for op in chosen)
                     schedule = _runnable(Schedule(chosen, scenario, retries), max_held)
                     if schedule is not None:
-                        others = sum(a.fault is not Fault.KILL for a in schedule.strikes)
-                        level.append(((count, others), schedule))
-        # Within a size: fewer ops, then kills first; the shapes' own order after that (a stable sort).
-        for _, schedule in sorted(level, key=lambda item: item[0]):
-            out.setdefault(schedule, None)
-    return list(out)
+                        out.append(schedule)
+    # A stable sort: within a size, the shapes' own order (earlier attempts, simpler strikes).
+    return sorted(dict.fromkeys(out), key=size_of)
 
 
 def _runnable(schedule: Schedule, max_held: int | None) -> Schedule | None:
@@ -108,9 +106,11 @@ def _runnable(schedule: Schedule, max_held: int | None) -> Schedule | None:
     return made if problem(made) is None else None
 
 
-def size_of(schedule: Schedule) -> tuple[int, int]:
-    """(faults, faulted ops): the order the space is tried in."""
-    return len(schedule.strikes), sum(bool(op) for op in schedule.ops)
+def size_of(schedule: Schedule) -> tuple[int, int, int]:
+    """The order the space is tried in: faults other than kills, faults, faulted ops. Each part of a
+    schedule (some of its strikes) comes before it: so when one fails, none of its parts did."""
+    strikes = schedule.strikes
+    return sum(a.fault is not Fault.KILL for a in strikes), len(strikes), sum(bool(op) for op in schedule.ops)
 
 
 @dataclass(slots=True)
