@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import random
 import tempfile
@@ -51,7 +52,7 @@ from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
 from testbed.explore.bounded import Tried, schedules, size_of
 from testbed.explore.coverage import Coverage
-from testbed.explore.predicted import breaks
+from testbed.explore.predicted import predicted
 from testbed.explore.pruning import Equivalents, traces
 from testbed.explore.space import FAULTS, Target, Trial, batches, trials
 from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings
@@ -228,24 +229,19 @@ def bounded_space(run: Trials, search: Search) -> list[Trial]:
 
 
 def checking(space: Sequence[Trial], search: Search, promise: str, delivery: str | None) -> set[Trial]:
-    """The built-ins' trials run on the real stack: a seeded sample of `search.sample` a target,
-    and the first the model predicts breaks the promise, for each target and scenario. The model
-    predicts the rest."""
+    """The built-ins' trials run on the real stack, each checking the model: for each target, a
+    seeded sample of `search.sample` among those whose every strike the model says strikes (the
+    others are, by the model, a smaller schedule), and for each scenario the first the model says
+    breaks the promise. The model predicts the rest."""
     chosen: set[Trial] = set()
     pick = random.Random(search.seed or 0)
     for target in (t for t in search.targets if not t.handler):
-        own = [t for t in space if t.target == target]
-        chosen.update(pick.sample(own, min(search.sample, len(own))))
+        said = {t: predicted(target.name, t.schedule, promise, delivery) for t in space if t.target == target}
+        whole = [t for t, p in said.items() if p.struck == len(t.schedule.strikes)]
+        chosen.update(pick.sample(whole, min(search.sample, len(whole))))
         for scenario in search.scenarios:
-            first = next(
-                (
-                    t
-                    for t in own
-                    if t.schedule.scenario == scenario and breaks(target.name, t.schedule, promise, delivery)
-                ),
-                None,
-            )
-            chosen.update([first] if first is not None else [])
+            breaking = (t for t, p in said.items() if t.schedule.scenario == scenario and p.breaks)
+            chosen.update(itertools.islice(breaking, 1))
     return chosen
 
 
