@@ -142,8 +142,10 @@ class Tried:
 
     def text(self) -> str:
         """In words, as the search's end says it."""
-        return (
-            f"{self.tried} of {self.schedules} schedules of the bounded space (depth {self.depth}) tried:"
-            f" {self.ran} run ({self.sampled} of them a sample checking the model), {self.predicted} predicted"
-            f" by the model alone, {self.pruned} pruned as equivalent to one run"
+        how = [f"{self.ran} run"]
+        how += [f"{self.sampled} of them checking the model"] if self.sampled else []
+        how += [f"{self.predicted} predicted by the model alone"] if self.predicted else []
+        how += [f"{self.pruned} pruned as equivalent to one run"]
+        return f"{self.tried} of {self.schedules} schedules of the bounded space (depth {self.depth}) tried: " + (
+            ", ".join(how)
         )
