@@ -74,7 +74,7 @@ class Explored:
         return f"{len(ops)} op(s), {faults} fault(s), reproduced {example['reproduced']} of {example['runs']}"
 
 
-def explore(work: Path, args: list[str], env: dict[str, str]) -> Explored:
+def explore(work: Path, args: list[str], env: dict[str, str]) -> Explored | None:
     out = work / "explore.json"
     out.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "testbed", "explore", *args, "--no-store", "--json", str(out)]
@@ -82,7 +82,10 @@ def explore(work: Path, args: list[str], env: dict[str, str]) -> Explored:
     ran = subprocess.run(argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - started
     if ran.returncode not in (0, 1):
-        sys.exit(f"testbed explore {' '.join(args)}: exit {ran.returncode}\n{ran.stderr[-2000:]}")
+        # Said, and left out of the medians: a run whose lab failed found nothing to time.
+        last = (ran.stderr.strip().splitlines() or [""])[-1]
+        print(f"testbed explore {' '.join(args)}: exit {ran.returncode}: {last}", flush=True)
+        return None
     document = json.loads(out.read_text())
     attempts = [sum(f["attempts"] for f in row.get("opFacts") or []) for row in document["rows"]]
     return Explored(wall, document["explore"], statistics.mean(attempts) if attempts else 0.0)
@@ -106,6 +109,8 @@ def handlers(work: Path, seeds: list[int], env: dict[str, str]) -> dict[tuple[st
             for how in SEARCHES if seed % 2 else SEARCHES[::-1]:
                 args = ["--handler", handler, "--path", str(ROOT), "--seed", str(seed), "--search", how]
                 done = explore(work, args, env)
+                if done is None:
+                    continue
                 ran.setdefault((handler, how), []).append(done)
                 s = done.summary
                 print(
@@ -167,7 +172,10 @@ def main() -> None:
         for handler in HANDLERS:
             medians = {}
             for how in SEARCHES:
-                runs = ran[(handler, how)]
+                runs = ran.get((handler, how), [])
+                if not runs:
+                    print(f"{handler:<28} {how:<8} no run finished")
+                    continue
                 medians[how] = statistics.median(r.wall for r in runs)
                 rate = statistics.median(r.summary["trialsPerMinute"] for r in runs)
                 at_floor = statistics.median(60 / (r.attempts * floor) for r in runs)
@@ -176,11 +184,14 @@ def main() -> None:
                     f"{handler:<28} {how:<8} {medians[how]:>18.1f} s {rate:>8.0f} {at_floor:>9.0f}"
                     f"  {found} of {len(runs)} seeds"
                 )
-            print(f"{'':<28} random / smallest: {medians['random'] / medians['smallest']:.2f}x the time")
+            if len(medians) == len(SEARCHES):
+                print(f"{'':<28} random / smallest: {medians['random'] / medians['smallest']:.2f}x the time")
         seed = str(args.seeds[0])
         print("\nprovider-key, seed " + seed + ":")
         for how, extra in (("smallest", []), ("random", ["--budget", str(args.budget)])):
             done = explore(work, ["-s", "provider-key", "--seed", seed, "--search", how, *extra], env)
+            if done is None:
+                continue
             s = done.summary
             decided = s.get("bounded", {}).get("tried", s["trials"])
             per_min = decided / s["seconds"] * 60 if s["seconds"] else 0.0

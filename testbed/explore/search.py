@@ -184,7 +184,8 @@ def explore(run: Trials, search: Search) -> Exploration:
     deadline = None if search.seconds is None else started + search.seconds
     try:
         found = _smallest(run, search, done, deadline) if search.strategy == SMALLEST else None
-        if found is None and (search.strategy == RANDOM or search.past_bound):
+        past = search.past_bound and _spent(run, search, deadline) is None  # what is left of the budget and time
+        if found is None and (search.strategy == RANDOM or past):
             found = _random(run, search, done, deadline)
         if found is not None:
             done.counterexample = found

@@ -126,6 +126,20 @@ def test_provider_key_keeps_exactly_once_over_the_whole_bounded_space(workdir: P
     assert all(s["struck"] == s["armed"] for s in summary["coverage"]), summary["coverage"]
 
 
+def test_past_the_bound_the_search_goes_on_at_random_when_asked(workdir: Path) -> None:
+    """A budget asks for more than the bounded space: its trials, then random ones for the rest."""
+    args = ["-s", "provider-key", "--depth", "1", "--sample", "4", "--budget", "10", "--seed", "1", "--no-store"]
+    ran = run_testbed(args, workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    bounded = summary["bounded"]
+    # Depth 1: the base and one fault on one of 3 attempts (under none), the base and a hold (duplicate-enqueue).
+    assert (bounded["schedules"], bounded["tried"]) == (2 + 3 * 17, 2 + 3 * 17)
+    assert 4 <= bounded["ran"] < summary["trials"] == 10
+    assert "then at random past the bound, until its budget of 10 trials was spent" in ran.stdout
+    assert "[enumerate]" in ran.stderr and "[search ]" in ran.stderr
+
+
 def test_the_worked_example_is_found_smallest_first_and_confirmed(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
