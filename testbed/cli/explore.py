@@ -305,7 +305,7 @@ def _interrupted(found: TrialResult) -> str:
 
 def _heard(judged: TrialResult, phase: str) -> None:
     row = judged.row
-    print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
+    print(f"[{phase:<9}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
 def _replay_command(saved: Path, found: TrialResult, prepared: PreparedSearch, paths: list[Path]) -> str:

@@ -137,7 +137,7 @@ def test_past_the_bound_the_search_goes_on_at_random_when_asked(workdir: Path) -
     assert bounded["schedules"] == bounded["tried"] == (1 + 3 * 17) + (1 + 1)
     assert 4 <= bounded["ran"] < summary["trials"] == 10
     assert "then at random past the bound, until its budget of 10 trials was spent" in ran.stdout
-    assert "[enumerate]" in ran.stderr and "[search ]" in ran.stderr
+    assert "[enumerate]" in ran.stderr and "[search   ]" in ran.stderr
 
 
 def test_the_worked_example_is_found_smallest_first_and_confirmed(
