@@ -282,6 +282,8 @@ def test_the_worked_example_passes_the_full_matrix(workdir: Path, monkeypatch: p
         ([], "explore needs -s STRATEGY or --handler MODULE:FUNCTION"),
         (["-s", "reconcile", "--ops", "11"], "--ops must be from 1 to 10 (got 11)"),
         (["-s", "reconcile", "--retries", "0"], "--retries must be from 1 to 10 (got 0)"),
+        (["-s", "reconcile", "--search", "fast"], "--search 'fast': choose smallest or random"),
+        (["-s", "reconcile", "--depth", "5"], "--depth must be from 1 to 4 (got 5)"),
         (["-s", "reconcile", "--time", "soon"], "--time 'soon': expected a duration such as 90s, 5m or 1h"),
         (["-s", "reconcile", "--scenario", "sunny"], "unknown scenario 'sunny'"),
         (["--handler", "examples.naive:send", "--model-only"], "--model-only checks the model of the built-in"),
