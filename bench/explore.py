@@ -1,24 +1,36 @@
-"""testbed explore: trials per minute, and how long it takes to find and shrink a counterexample.
+"""testbed explore: time to a minimal counterexample and trials per minute, smallest first against random.
 
-    python -m bench.explore [--seeds 1 2 3] [--budget 200]
+    python -m bench.explore [--seeds 1 2 3] [--budget 200] [--floor-ops 400]
     python -m bench.explore --hosts 2 [--seeds 1 2 3] [--budget 200]    # as root
 
-For each seed, `testbed explore` on the worked example (examples/lookup_once.py:
-it passes every cell of the full matrix, and breaks exactly-once under two
-faults on one op): the wall time to a shrunk counterexample, the trials it
-took (searching, shrinking, confirming), trials per minute, the size of the
-counterexample and how often it reproduced. Then `testbed explore -s
-provider-key --budget N` for the first seed: no breach of exactly-once, and
-the trials per minute of a search that runs its whole budget. Medians over the
-seeds; each run is a whole program, stack start included.
+For each seed, `testbed explore` on two handlers with a recovery bug each, under
+both searches in turn (`--search smallest`, the default, and `--search random`,
+the search before it), same run, same seeds: the worked example
+(examples/lookup_once.py: a duplicate when its recovery attempt is killed after
+its effect) and examples/timeout_trust.py (a loss when its recovery attempt
+times out after it looked the op up). For each: the wall time to a confirmed
+counterexample, the trials it took (searching, shrinking, confirming), trials
+per minute, the counterexample's size and how often it reproduced; medians over
+the seeds and the ratio of random's median time to smallest's. Then `-s
+provider-key` for the first seed: the whole bounded space smallest first against
+`--search random --budget N`: no breach of exactly-once, trials per minute (run
+on the stack) and schedules decided per minute. Each run is a whole program,
+stack start included (printed apart: the wall time less the search's own).
+
+The floor beside them: raw RQ draining `--floor-ops` jobs that do only the I/O
+an attempt must do (`bench.support.floor_job`: a fork, two round trips to
+Redis, one request to a bare server) on as many fresh workers as explore's
+(4): the seconds an attempt costs with nothing else, and the trials per minute
+that allows for a run's trials (their attempts as the rows count them).
 
 With `--hosts N`: `testbed explore --hosts -s provider-key --scenario none
---budget N` on 1, then 2, ... N worker hosts of their own (network namespaces,
-tests/support/namespaces.py; compose.yaml's services, two workers a host), the
-trials per minute the run measured, median over the seeds, and each count's
-ratio to one host. Every host shares this machine's cores. Only `none`: under
-duplicate-enqueue a held request keeps its worker until its duplicate runs,
-and on one host's two workers two held requests would wait out the hold.
+--search random --budget N` on 1, then 2, ... N worker hosts of their own
+(network namespaces, tests/support/namespaces.py; compose.yaml's services, two
+workers a host), the trials per minute the run measured, median over the
+seeds, and each count's ratio to one host. Every host shares this machine's
+cores. Only `none`: under duplicate-enqueue a held request keeps its worker
+until its duplicate runs, and on one host's two workers two held requests would
+wait out the hold.
 """
 
 from __future__ import annotations
@@ -32,22 +44,82 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.support.sides import ROOT
+from bench.support.bare_server import floor_server
+from bench.support.raw_rq import raw_rq
+from bench.support.sides import ROOT, compile_project
 from tests.support import namespaces
 
-EXAMPLE = "examples.lookup_once:send"
+HANDLERS = ("examples.lookup_once:send", "examples.timeout_trust:send")
+SEARCHES = ("smallest", "random")
+WORKERS = 4  # explore's default
 
 
-def explore(work: Path, args: list[str], env: dict[str, str]) -> tuple[float, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Explored:
+    wall: float  # the whole program's
+    summary: dict[str, Any]  # results.json's `explore`
+    attempts: float  # per trial, as its rows count them
+
+    @property
+    def shape(self) -> str:
+        example = self.summary.get("counterexample")
+        if example is None:
+            return "none found"
+        ops = example["schedule"]["ops"]
+        faults = sum(len(op["faults"]) for op in ops)
+        return f"{len(ops)} op(s), {faults} fault(s), reproduced {example['reproduced']} of {example['runs']}"
+
+
+def explore(work: Path, args: list[str], env: dict[str, str]) -> Explored | None:
     out = work / "explore.json"
+    out.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "testbed", "explore", *args, "--no-store", "--json", str(out)]
     started = time.monotonic()
-    subprocess.run(argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ran = subprocess.run(argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - started
-    return wall, json.loads(out.read_text())["explore"]
+    if ran.returncode not in (0, 1):
+        # Said, and left out of the medians: a run whose lab failed found nothing to time.
+        last = (ran.stderr.strip().splitlines() or [""])[-1]
+        print(f"testbed explore {' '.join(args)}: exit {ran.returncode}: {last}", flush=True)
+        return None
+    document = json.loads(out.read_text())
+    attempts = [sum(f["attempts"] for f in row.get("opFacts") or []) for row in document["rows"]]
+    return Explored(wall, document["explore"], statistics.mean(attempts) if attempts else 0.0)
+
+
+def floor_seconds(work: Path, ops: int) -> float:
+    """Seconds an attempt costs with nothing but its processes and round trips, `WORKERS` at a time."""
+    with floor_server(work) as (_, url):
+        return raw_rq(ops, WORKERS, work, floor=url) / ops
+
+
+def handlers(work: Path, seeds: list[int], env: dict[str, str]) -> dict[tuple[str, str], list[Explored]]:
+    ran: dict[tuple[str, str], list[Explored]] = {}
+    print(
+        f"{'handler':<28} {'search':<8} {'seed':>4} {'wall s':>7} {'start s':>7} {'trials':>6} {'search':>6}"
+        f" {'shrink':>6} {'per min':>7}  counterexample"
+    )
+    for seed in seeds:
+        for handler in HANDLERS:
+            # The order of the two searches alternates with the seed: neither always runs on a warmer machine.
+            for how in SEARCHES if seed % 2 else SEARCHES[::-1]:
+                args = ["--handler", handler, "--path", str(ROOT), "--seed", str(seed), "--search", how]
+                done = explore(work, args, env)
+                if done is None:
+                    continue
+                ran.setdefault((handler, how), []).append(done)
+                s = done.summary
+                print(
+                    f"{handler:<28} {how:<8} {seed:>4} {done.wall:>7.1f} {done.wall - s['seconds']:>7.1f}"
+                    f" {s['trials']:>6} {s['searched']:>6} {s['shrinking']:>6} {s['trialsPerMinute']:>7.0f}"
+                    f"  {done.shape}",
+                    flush=True,
+                )
+    return ran
 
 
 def across_hosts(most: int, seeds: list[int], budget: int) -> None:
@@ -62,7 +134,8 @@ def across_hosts(most: int, seeds: list[int], budget: int) -> None:
             rates, notes = [], []
             with namespaces.running(work / f"hosts{count}", count) as hosts:
                 for seed in seeds:
-                    args = ["-s", "provider-key", "--scenario", "none", "--budget", str(budget), "--seed", str(seed)]
+                    args = ["-s", "provider-key", "--scenario", "none", "--search", "random", "--budget", str(budget)]
+                    args += ["--seed", str(seed)]
                     ran = hosts.lab("explore", "--hosts", *args, "--no-store", timeout=1800)
                     if ran.returncode != 0:
                         sys.exit(f"{count} host(s), seed {seed}: exit {ran.returncode}\n{hosts.failed(ran)}")
@@ -81,38 +154,53 @@ def across_hosts(most: int, seeds: list[int], budget: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--budget", type=int, default=200, help="provider-key's budget of trials")
+    parser.add_argument("--budget", type=int, default=200, help="provider-key's budget of random trials")
+    parser.add_argument("--floor-ops", type=int, default=400, help="floor jobs raw RQ drains")
     parser.add_argument("--hosts", type=int, metavar="N", help="trials per minute on 1 to N worker hosts (root)")
     args = parser.parse_args()
     if args.hosts is not None:
         across_hosts(args.hosts, args.seeds, args.budget)
         return
+    compile_project()
     work = Path(tempfile.mkdtemp(prefix="testbed-bench-"))
     env = {**os.environ, "EXAMPLES_DB": str(work / "jobs.sqlite3")}
     try:
-        print(f"{EXAMPLE}, a counterexample per seed:")
-        print(f"{'seed':>4} {'wall s':>7} {'trials':>7} {'search':>7} {'shrink':>7} {'per min':>8}  counterexample")
-        walls, rates = [], []
-        for seed in args.seeds:
-            wall, found = explore(work, ["--handler", EXAMPLE, "--path", str(ROOT), "--seed", str(seed)], env)
-            example = found.get("counterexample")
-            shape = "none found"
-            if example is not None:
-                ops = example["schedule"]["ops"]
-                faults = sum(len(op["faults"]) for op in ops)
-                shape = f"{len(ops)} op(s), {faults} fault(s), reproduced {example['reproduced']} of {example['runs']}"
-            walls.append(wall)
-            rates.append(found["trialsPerMinute"])
-            trials = (found["trials"], found["searched"], found["shrinking"], found["trialsPerMinute"])
-            print(f"{seed:>4} {wall:>7.1f} {trials[0]:>7} {trials[1]:>7} {trials[2]:>7} {trials[3]:>8.0f}  {shape}")
-        wall_median, rate_median = statistics.median(walls), statistics.median(rates)
-        print(f"median: {wall_median:.1f} s to a shrunk counterexample, {rate_median:.0f} trials/min")
+        ran = handlers(work, args.seeds, env)
+        floor = floor_seconds(work, args.floor_ops)
+        print(f"\nthe floor: {floor * 1000:.1f} ms an attempt ({WORKERS} workers, {args.floor_ops} floor jobs)")
+        print(f"{'handler':<28} {'search':<8} {'to a counterexample':>20} {'per min':>8} {'floor/min':>9}  found")
+        for handler in HANDLERS:
+            medians = {}
+            for how in SEARCHES:
+                runs = ran.get((handler, how), [])
+                if not runs:
+                    print(f"{handler:<28} {how:<8} no run finished")
+                    continue
+                medians[how] = statistics.median(r.wall for r in runs)
+                rate = statistics.median(r.summary["trialsPerMinute"] for r in runs)
+                at_floor = statistics.median(60 / (r.attempts * floor) for r in runs)
+                found = sum("counterexample" in r.summary for r in runs)
+                print(
+                    f"{handler:<28} {how:<8} {medians[how]:>18.1f} s {rate:>8.0f} {at_floor:>9.0f}"
+                    f"  {found} of {len(runs)} seeds"
+                )
+            if len(medians) == len(SEARCHES):
+                print(f"{'':<28} random / smallest: {medians['random'] / medians['smallest']:.2f}x the time")
         seed = str(args.seeds[0])
-        wall, found = explore(work, ["-s", "provider-key", "--budget", str(args.budget), "--seed", seed], env)
-        print(
-            f"\nprovider-key, {found['trials']} trials in {wall:.1f} s ({found['trialsPerMinute']:.0f} per minute):"
-            f" {found['breaches']} breaches of exactly-once, {found['labFailures']} failures of the lab"
-        )
+        print("\nprovider-key, seed " + seed + ":")
+        for how, extra in (("smallest", []), ("random", ["--budget", str(args.budget)])):
+            done = explore(work, ["-s", "provider-key", "--seed", seed, "--search", how, *extra], env)
+            if done is None:
+                continue
+            s = done.summary
+            decided = s.get("bounded", {}).get("tried", s["trials"])
+            per_min = decided / s["seconds"] * 60 if s["seconds"] else 0.0
+            print(
+                f"  {how:<8} {s['trials']} trials run, {decided} schedules decided, in {s['seconds']:.1f} s"
+                f" ({s['trialsPerMinute']:.0f} run a minute, {per_min:.0f} decided a minute;"
+                f" the floor {60 / (done.attempts * floor):.0f} a minute): {s['breaches']} breaches,"
+                f" {s['labFailures']} failures of the lab"
+            )
         load = os.getloadavg()
         print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores")
     finally:

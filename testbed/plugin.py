@@ -299,7 +299,7 @@ class Lab:
         file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
         from testbed.engines.base import PLUGIN, EngineChoice
-        from testbed.explore.search import explore
+        from testbed.explore.search import RANDOM, explore
         from testbed.explore.trials import Trials
         from testbed.usecases.searches import SearchRequest, failure_lines
 
@@ -332,6 +332,7 @@ class Lab:
             confirm=confirm,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
+            search=RANDOM,  # as before: a test's budget of random trials (the bounded search is the command's)
         )
         prepared = request.prepare(self.stack.options)
         self._runs += 1

@@ -99,10 +99,15 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
                     attempt.call_timed_out()
             attempt.at(Boundary.AFTER_RECORD)
         except BaseException as exc:
-            probe.event(EventKind.ATTEMPT_END, outcome="error", error=type(exc).__name__)
+            probe.event(EventKind.ATTEMPT_END, outcome="error", error=type(exc).__name__, passed=_passed(attempt))
             raise
     result = Result(Outcome.COMPLETED, repr(value)[:_DETAIL])
     # Reported before the job counts as ended: the run judges a cell once all its jobs have.
-    probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail)
+    probe.event(EventKind.ATTEMPT_END, outcome=result.outcome.value, detail=result.detail, passed=_passed(attempt))
     Markers(redis, cell).finish(op, result)
     return value
+
+
+def _passed(attempt: scope.Attempt) -> list[str]:
+    """The boundaries the attempt passed: explore skips a strike at one its attempt never reaches."""
+    return sorted(b.value for b in attempt.passed)

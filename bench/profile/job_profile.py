@@ -35,17 +35,14 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 
-from bench.profile.provider_cost import BARE
+from bench.support.bare_server import floor_server
 from bench.support.sides import ROOT, compile_project, parse_sides, programs
 from bench.support.timed_worker import SEGMENTS, minor_faults
 
@@ -69,8 +66,6 @@ ROWS = [
     ("total", "total"),
 ]
 LAB_ONLY = {*SEGMENTS, "flow", "handler faults", "zygote"}
-# The floor's server (`floor_job`): the bare server, on the provider's event loop.
-FLOOR_SERVER = "import asyncio, uvloop\nasyncio.set_event_loop_policy(uvloop.EventLoopPolicy())\n" + BARE
 
 
 def _role(process: psutil.Process, workers: set[int], program: int) -> str:
@@ -171,22 +166,6 @@ def cow_fault_ms(pages: int = 2000, rounds: int = 5) -> float:
         (statistics.median(c for c, _ in spent[w]), statistics.median(f for _, f in spent[w])) for w in (False, True)
     )
     return (write_cpu - read_cpu) * 1000 / (write_faults - read_faults)
-
-
-@contextmanager
-def floor_server(work: Path) -> Iterator[tuple[psutil.Process, str]]:
-    """The floor's bare server on a unix socket: its process, its URL."""
-    from labcore.endpoints import unix_url
-    from labcore.procs import stop_all
-
-    path = work / "floor.sock"
-    server = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(path)], stdout=subprocess.PIPE)
-    try:
-        if server.stdout is None or server.stdout.readline() != b"ready\n":
-            raise SystemExit("the floor's server did not start")
-        yield psutil.Process(server.pid), unix_url(path)
-    finally:
-        stop_all([server])
 
 
 def main() -> None:

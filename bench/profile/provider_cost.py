@@ -44,28 +44,13 @@ from pathlib import Path
 
 import psutil
 
+from bench.support.bare_server import BARE
+
 BODY = {"recipient": "a@example.test", "message": "hello"}
 LEDGER = "bench"
 WARM = 50  # sends before measuring: a server's first requests import and compile
 EVICT = 16 * 1024 * 1024  # written between paced sends: more than the machine's caches hold
 PAGE = 4096
-
-# The baseline server: the least any server does per connection and request.
-BARE = r"""
-import asyncio, sys
-ANSWER = b'HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}'
-class Bare(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport = transport
-    def data_received(self, data):
-        if b'\r\n\r\n' in data:  # the client sends head and body in one write
-            self.transport.write(ANSWER)
-async def main():
-    await asyncio.get_running_loop().create_unix_server(Bare, sys.argv[1])
-    print('ready', flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
 
 
 def cpu_per_send(

@@ -6,7 +6,7 @@ on the connection its worker keeps to the provider, and records its outcome
 and the cell's count of ended jobs in a second round trip. `attempt` does
 that I/O with the lab's own round trips (`workers.batch`) and client
 (`workers.client`), on the same keys' shapes and an intent stored as the run
-stores it, against a bare server (`job_profile.FLOOR_SERVER`, on uvloop as
+stores it, against a bare server (`bare_server.FLOOR_SERVER`, on uvloop as
 the provider is) that answers every request with a fixed 201. Left out: the
 flow, the probe, the death signal, the provider's checks and its durable
 log. What raw RQ pays for these jobs on top of no-op jobs is what the lab

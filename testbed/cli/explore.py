@@ -1,5 +1,6 @@
-"""`testbed explore`: random crash schedules on one stack, the first failure shrunk
-to the smallest schedule that still fails, confirmed, and kept to replay."""
+"""`testbed explore`: crash schedules on one stack, smallest first up to a bound (or at
+random, the first failure shrunk to the smallest that still fails), the first failure
+confirmed and kept to replay."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from testbed.usecases.searches import PreparedSearch
 
 MAX_TRIAL_OPS = 10
+SMALLEST, RANDOM = "smallest", "random"  # as testbed.explore.search names them (not imported at the start)
 NEEDS = "explore needs -s STRATEGY or --handler MODULE:FUNCTION (repeatable)"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600}
@@ -52,11 +54,12 @@ def parse_duration(text: str) -> float:
 
 
 @app.command(
-    short_help="Random crash schedules, the first failure shrunk to the smallest and kept to replay.",
+    short_help="Crash schedules smallest first (or at random), the first failure kept to replay.",
     epilog=examples(
         "testbed explore -s record-before --seed 1          # finds the article's silent loss",
         "testbed explore --handler myapp.jobs:send --time 5m",
-        "testbed explore -s provider-key --budget 200 --ops 5",
+        "testbed explore -s provider-key --budget 200 --ops 5   # the bounded space, then random past it",
+        "testbed explore --handler examples.lookup_once:send --search random --seed 2",
         "testbed explore -s reconcile -s provider-key --model-only --budget 300",
         "testbed explore --hosts -s provider-key --budget 200   # trials on every worker host, partition too",
         "testbed explore -s provider-key --engine celery --delivery early-ack --budget 20",
@@ -72,7 +75,12 @@ def explore(
     strategy: Strategies = None,
     budget: Annotated[
         int | None,
-        Option("--budget", metavar="N", help="Trials to run before giving up the search (default 100, or --time)."),
+        Option(
+            "--budget",
+            metavar="N",
+            help="Trials to run before giving up the search (at random: default 100, or --time); with the"
+            " bounded space, random ones past it until it is spent.",
+        ),
     ] = None,
     time_limit: Annotated[
         str | None, Option("--time", metavar="DURATION", help="How long to search: 90s, 5m, 1h (with or for --budget).")
@@ -119,14 +127,38 @@ def explore(
             " of them is unconfirmed (exit 4).",
         ),
     ] = 3,
+    how: Annotated[
+        str,
+        Option(
+            "--search",
+            metavar="HOW",
+            help="smallest: every schedule of up to --depth faults, smallest first, then (with --budget or"
+            " --time) random ones past them; random: random schedules only, the first failure shrunk.",
+        ),
+    ] = "smallest",
+    depth: Annotated[
+        int, Option("--depth", metavar="N", help="Faults a schedule of the bounded space holds at most (1 to 4).")
+    ] = 2,
+    sample: Annotated[
+        int,
+        Option(
+            "--sample",
+            metavar="N",
+            help="Built-ins: schedules of the bounded space run a strategy to check the model (0 to 10000);"
+            " the model predicts the rest.",
+        ),
+    ] = 12,
     json_path: ResultsPath = Path("explore.json"),
     client_timeout: ClientTimeout = 0.5,
     cell_timeout: CellTimeout = None,
 ) -> int:
-    """Search random crash schedules on the real stack: trials of a few ops, each attempt clean or struck
-    by a fault (recovery attempts too), under a scenario. The first trial that breaks the promise (a
-    built-in also: that the model does not predict) is shrunk to the smallest that still does, run again
-    to confirm it, printed in words, and kept as counterexample.json for `testbed chaos --schedule`.
+    """Search crash schedules on the real stack: trials of a few ops, each attempt clean or struck by a
+    fault (recovery attempts too), under a scenario. By default every schedule of up to --depth faults,
+    smallest first, each once (built-ins: a --sample of them run to check the model, which predicts the
+    rest; a job: schedules equivalent to one run skipped), then, with --budget or --time, random ones past
+    them. The first trial that breaks the promise (a built-in also: that the model does not predict) is a
+    smallest one (at random: shrunk to the smallest that still does), run again to confirm it, printed in
+    words, and kept as counterexample.json for `testbed chaos --schedule`.
     One that fails in none of its --confirm runs is reported as unconfirmed (exit 4), not as a
     counterexample: a flake of the machine, or a job that breaks only sometimes."""
     # Imported here: the search's space is Hypothesis's, whose import the command line's start does without.
@@ -137,8 +169,11 @@ def explore(
         raise UsageError(NEEDS)
     if model_only and handlers:
         raise UsageError("--model-only checks the model of the built-in strategies: not with --handler")
+    if how not in (SMALLEST, RANDOM):
+        raise UsageError(f"--search {how!r}: choose smallest or random")
     seconds = None if time_limit is None else parse_duration(time_limit)
-    if budget is None and seconds is None:
+    past_bound = budget is not None or seconds is not None  # random schedules past the bound: asked for
+    if how == RANDOM and not past_bound:
         budget = 100
     if budget is not None:
         checks.finite("--budget", budget, 1, 1_000_000)
@@ -146,6 +181,8 @@ def explore(
     checks.finite("--retries", retries, 1, MAX_RETRIES)
     checks.finite("--parallel", parallel, 1, 16)
     checks.finite("--confirm", confirm, 1, 10)
+    checks.finite("--depth", depth, 1, 4)
+    checks.finite("--sample", sample, 0, 10_000)
     checks.finite("--client-timeout", client_timeout, 0.05, 3600)
     timeout = 120.0 if cell_timeout is None else cell_timeout
     checks.cell_timeout(timeout)
@@ -170,12 +207,17 @@ def explore(
         client_timeout,
         timeout,
         None if store is None else store_args.store / ".hypothesis",
+        how,
+        depth,
+        sample,
+        past_bound,
     )
     prepared = request.prepare(stack)
     search, stack = prepared.search, prepared.stack
     names = [t.name for t in search.targets if not t.handler]
     meta: dict[str, Any] = {"strategies": names, "handlers": handlers, "promise": job_args.promise, "ops": ops}
     meta |= {"retries": retries, "scenarios": list(search.scenarios), "parallel": parallel, "modelOnly": model_only}
+    meta |= {"search": how, "depth": depth, "sample": sample}
     meta |= {"budget": budget, "seconds": seconds, "clientTimeout": client_timeout, **shared_meta(stack_args, stack)}
     meta |= {"delivery": prepared.delivery} if prepared.delivery is not None else {}
     meta |= {"recovery": mode, "faults": list(search.faults), "workerSettings": vars_of(stack.settings)}
@@ -260,7 +302,7 @@ def _interrupted(found: TrialResult) -> str:
 
 def _heard(judged: TrialResult, phase: str) -> None:
     row = judged.row
-    print(f"[{phase:<7}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
+    print(f"[{phase:<9}] {row.cell.label:<58} {judged.found.value:<7} {row.wall_seconds:5.2f} s", file=sys.stderr)
 
 
 def _replay_command(saved: Path, found: TrialResult, prepared: PreparedSearch, paths: list[Path]) -> str:

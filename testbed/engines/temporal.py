@@ -224,7 +224,14 @@ class TemporalJobs:
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         import asyncio
 
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(CLIENT_WAIT)
+        from temporalio.service import RPCError
+
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result(CLIENT_WAIT)
+        except RPCError as exc:
+            # A failed call of the lab's own, as a broken connection to Redis is: the runner then
+            # names the part that died (the dev server) rather than the call.
+            raise ConnectionError(f"the Temporal client's call failed: {exc}") from exc
 
     def enqueue(self, jobs: Sequence[JobRequest]) -> None:
         now = time.time()

@@ -1,29 +1,42 @@
-"""The search: Hypothesis draws batches of trials, the stack runs them, and the
-first failure is shrunk on the real stack to the smallest trial that still fails.
+"""The search: the bounded space smallest first, then (if asked) Hypothesis's random
+draws past it; or random draws only, the first failure shrunk on the real stack.
 
 A failure is a trial that breaks the promise (not with `model_only`), or one
 where the lab disagrees with itself: a built-in strategy's run differs from
 the model's prediction, or the controller saw something it did not plan.
 
-Hypothesis's `find` is the engine: it generates batches (`space.batches`),
-keeps the first that fails, shrinks it (dropping the trials it does not need,
-then simplifying the one left) and returns the smallest. A seed makes the
-search the same every time; without one, Hypothesis's example database, when
-given, replays the last counterexample of the same search first (a seeded
-search uses none: that is Hypothesis's `seed`). A search without a failure
-ends when its budget of trials or its time is spent (`_Spent` leaves
-Hypothesis's loop: it is no exception Hypothesis catches), or when Hypothesis
-has no new batch to try; shrinking keeps Hypothesis's own bounds (500
-successful shrinks, 5 minutes). The counterexample is then run again
-`confirm` times, fresh, to say how often it reproduces: one that fails in none of
-them is unconfirmed (a flake of the machine, or a job that breaks only sometimes),
-never reported as a counterexample, its schedule kept to replay all the same.
+Smallest first (`SMALLEST`, the default): every schedule of up to `depth` faults,
+in order of size (`bounded`), each once, `parallel` at a time. The first that
+fails is a smallest one: nothing to shrink. Built-ins run on the real stack only
+a seeded sample of the space and the first schedule the model says breaks the
+promise (each checks the model: a disagreement is the lab's failure); the model
+predicts the rest. A user's job skips a schedule equivalent to one run
+(`pruning`). What was tried, and how, is counted (`bounded.Tried`). Past the
+bound, the random search runs only if asked for (`past_bound`: a budget or a
+time given), with what is left of them.
+
+At random (`RANDOM`, and past the bound): Hypothesis's `find` is the engine: it
+generates batches (`space.batches`), keeps the first that fails, shrinks it
+(dropping the trials it does not need, then simplifying the one left) and
+returns the smallest. A seed makes the search the same every time; without one,
+Hypothesis's example database, when given, replays the last counterexample of
+the same search first (a seeded search uses none: that is Hypothesis's `seed`).
+A search without a failure ends when its budget of trials or its time is spent
+(`_Spent` leaves Hypothesis's loop: it is no exception Hypothesis catches), or
+when Hypothesis has no new batch to try; shrinking keeps Hypothesis's own bounds
+(500 successful shrinks, 5 minutes).
+
+The counterexample is then run again `confirm` times, fresh, to say how often it
+reproduces: one that fails in none of them is unconfirmed (a flake of the
+machine, or a job that breaks only sometimes), never reported as a
+counterexample, its schedule kept to replay all the same.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import random
 import tempfile
@@ -38,12 +51,16 @@ from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
+from testbed.explore.bounded import Tried, schedules, size_of
 from testbed.explore.coverage import Coverage
+from testbed.explore.predicted import predicted
+from testbed.explore.pruning import Equivalents, traces
 from testbed.explore.space import FAULTS, Target, Trial, batches, trials
 from testbed.explore.trials import Found, TrialResult, Trials, TrialSettings, sought
 
 # Hypothesis's count of examples, unbounded: the budget counts trials run (`_Spent`).
 NO_BUDGET = 10**6
+SMALLEST, RANDOM = "smallest", "random"  # how a search goes: the bounded space first, or at random only
 STALE_BATCHES = 500  # drawn in well under a second when none of them is run
 
 
@@ -63,6 +80,10 @@ class Search:
     database: Path | None = None
     faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
     boundaries: tuple[Boundary, ...] = ORDER  # where (a job on a destination: labcore.destination.STRUCK)
+    strategy: str = "smallest"  # SMALLEST: the bounded space first; RANDOM: Hypothesis's search only
+    depth: int = 2  # faults a schedule of the bounded space holds at most
+    sample: int = 12  # a built-in's schedules run to check the model (the model predicts the rest)
+    past_bound: bool = False  # after the bounded space, search at random past it (the budget or time left)
 
     def key(self, settings: TrialSettings) -> bytes:
         """The database's key: a search for the same thing replays its last counterexample first."""
@@ -80,7 +101,7 @@ class _Spent(BaseException):
 class _Aborted(BaseException):
     """The lab failed under a trial: never a failure for Hypothesis to shrink."""
 
-    def __init__(self, cause: Exception) -> None:
+    def __init__(self, cause: RunFailure) -> None:
         super().__init__(str(cause))
         self.cause = cause
 
@@ -90,6 +111,8 @@ class Exploration:
     trials: Trials
     searched: int = 0  # trials run before a failure was found
     stopped: str = ""
+    search: str = SMALLEST
+    tried: Tried | None = None  # of the bounded space, when it was tried
     counterexample: TrialResult | None = None
     confirmations: list[TrialResult] = field(default_factory=list)
     seconds: float = 0.0
@@ -136,7 +159,10 @@ class Exploration:
                 {"phase": phase, "cells": [j.row.cell_id for j in judged if j.phase == phase]}
                 for phase in dict.fromkeys(j.phase for j in judged)
             ],
+            "search": self.search,
         }
+        if self.tried is not None:
+            out["bounded"] = self.tried.to_json()
         found = self.counterexample
         if found is not None:
             row = found.row
@@ -156,39 +182,173 @@ class Exploration:
 
 
 def explore(run: Trials, search: Search) -> Exploration:
-    """Search with `run`'s trials, shrink the first failure on its stack, and confirm it.
-    If the stack fails (RunFailure), the trials run before are in `run`."""
+    """Search with `run`'s trials: the bounded space smallest first (`SMALLEST`), then, if asked,
+    at random past it; or at random only (`RANDOM`), the first failure shrunk on the stack. The
+    counterexample is then confirmed. If the stack fails (RunFailure), the trials run before are
+    in `run`."""
+    done = Exploration(run, search=search.strategy)
+    started = time.monotonic()
+    deadline = None if search.seconds is None else started + search.seconds
+    try:
+        found = _smallest(run, search, done, deadline) if search.strategy == SMALLEST else None
+        past = search.past_bound and _spent(run, search, deadline) is None  # what is left of the budget and time
+        if found is None and (search.strategy == RANDOM or past):
+            found = _random(run, search, done, deadline)
+        if found is not None:
+            done.counterexample = found
+            done.confirmations = run.run([found.trial] * search.confirm, "confirm")
+    finally:
+        done.seconds = time.monotonic() - started
+    return done
+
+
+def _spent(run: Trials, search: Search, deadline: float | None, pending: int = 0) -> str | None:
+    """Why the search stops here, if its budget or its time is spent."""
+    if search.budget is not None and len(run.judged) + pending >= search.budget:
+        return f"its budget of {search.budget} trials was spent"
+    if deadline is not None and time.monotonic() > deadline:
+        return f"its {search.seconds:g} s were spent"
+    return None
+
+
+def _outcome(run: Trials, batch: Sequence[Trial], phase: str) -> list[TrialResult]:
+    """The batch's outcomes; any failure of the lab under it a RunFailure."""
+    try:
+        return run.outcome(batch, phase)
+    except RunFailure:
+        raise
+    except Exception as exc:
+        raise RunFailure(f"the lab failed under a trial: {type(exc).__name__}: {exc}") from exc
+
+
+def bounded_space(run: Trials, search: Search) -> list[Trial]:
+    """Every trial of the bounded space, smallest first (targets, then scenarios, in the order
+    named within a size)."""
+    retries = run.settings.retries
+    policy = policy_of(run.settings.delivery, retries)
+    held = run.workers - 1  # a worker left to run the held ops' duplicates
+    space = [
+        Trial(target, schedule)
+        for target in search.targets
+        for scenario in search.scenarios
+        for schedule in schedules(
+            scenario, retries, search.faults, search.depth, search.max_ops, held, policy, search.boundaries
+        )
+    ]
+    return sorted(space, key=lambda t: size_of(t.schedule))
+
+
+def checking(space: Sequence[Trial], search: Search, promise: str, delivery: str | None) -> set[Trial]:
+    """The built-ins' trials run on the real stack, each checking the model: for each target, a
+    seeded sample of `search.sample` among those whose every strike the model says strikes (the
+    others are, by the model, a smaller schedule), and for each scenario the first the model says
+    breaks the promise. The model predicts the rest."""
+    chosen: set[Trial] = set()
+    pick = random.Random(search.seed or 0)
+    for target in (t for t in search.targets if not t.handler):
+        said = {t: predicted(target.name, t.schedule, promise, delivery) for t in space if t.target == target}
+        whole = [t for t, p in said.items() if p.struck == len(t.schedule.strikes)]
+        chosen.update(pick.sample(whole, min(search.sample, len(whole))))
+        for scenario in search.scenarios:
+            breaking = (t for t, p in said.items() if t.schedule.scenario == scenario and p.breaks)
+            chosen.update(itertools.islice(breaking, 1))
+    return chosen
+
+
+def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | None) -> TrialResult | None:
+    """The bounded space in order of size, each schedule once, `search.parallel` at a time: the
+    first failure is a smallest one. Built-ins run only what checks the model (`checking`); a
+    user's job skips what is equivalent to a schedule run (`pruning`)."""
+    space = bounded_space(run, search)
+    tried = done.tried = Tried(search.depth, len(space))
+    settings = run.settings
+    checked = checking(space, search, settings.promise, settings.delivery)
+    equivalents = {t: Equivalents() for t in search.targets if t.handler}
+    pending: list[Trial] = []
+
+    def flush() -> TrialResult | None:
+        outcome = _outcome(run, pending, "enumerate")
+        tried.ran += len(pending)
+        tried.sampled += sum(not t.target.handler for t in pending)
+        pending.clear()
+        for judged in outcome:
+            if judged.trial.target.handler:
+                row = judged.row
+                equivalents[judged.trial.target].saw(
+                    judged.trial.schedule, traces(row.op_facts or [], row.history or {})
+                )
+        failing = [j for j in outcome if sought(j.found, search.model_only)]
+        if not failing:
+            return None
+        done.searched = len(run.judged)
+        done.stopped = f"a failure was found in the bounded space, smallest first (nothing to shrink); {tried.text()}"
+        return min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first, then in order
+
+    size = None
+    for trial in space:
+        # Whether a schedule is pruned depends on the smaller ones' trials: run them first.
+        if pending and size_of(trial.schedule) != size and (found := flush()) is not None:
+            return found
+        size = size_of(trial.schedule)
+        if (why := _spent(run, search, deadline, len(pending))) is not None:
+            if pending and (found := flush()) is not None:
+                return found
+            done.searched = len(run.judged)
+            done.stopped = f"{why} in the bounded space: {tried.text()}"
+            return None
+        if not trial.target.handler:
+            if trial not in checked:
+                tried.predicted += 1
+                continue
+        elif (same := equivalents[trial.target].reduced(trial.schedule)) != trial.schedule and run.seen(
+            Trial(trial.target, same)
+        ):
+            tried.pruned += 1
+            continue
+        pending.append(trial)
+        if len(pending) >= search.parallel and (found := flush()) is not None:
+            return found
+    if pending and (found := flush()) is not None:
+        return found
+    done.searched = len(run.judged)
+    past = (
+        "random search past it follows"
+        if search.past_bound
+        else "no random search past it (--budget or --time asks for one)"
+    )
+    done.stopped = f"the bounded space was tried to its end, {past}: {tried.text()}"
+    return None
+
+
+def _random(run: Trials, search: Search, done: Exploration, deadline: float | None) -> TrialResult | None:
+    """Hypothesis's random search: the first failing batch, shrunk on the stack to its smallest."""
     from hypothesis import HealthCheck, Phase, Verbosity, find
     from hypothesis import settings as hypothesis_settings
     from hypothesis.database import DirectoryBasedExampleDatabase
     from hypothesis.errors import NoSuchExample
 
-    done = Exploration(run)
-    started = time.monotonic()
-    deadline = None if search.seconds is None else started + search.seconds
     phase = "search"
     stale = 0  # batches in a row that held no trial not run before
+    bounded = done.stopped  # what the bounded space ended with, if it was tried first
+    stopped = ""
 
     def fails(batch: list[Trial]) -> bool:
-        nonlocal phase, stale
+        nonlocal phase, stale, stopped
         if phase == "search":
-            left = NO_BUDGET if search.budget is None else search.budget - len(run.judged)
-            if left <= 0:
-                done.stopped = f"its budget of {search.budget} trials was spent"
-                raise _Spent
-            if deadline is not None and time.monotonic() > deadline:
-                done.stopped = f"its {search.seconds:g} s were spent"
+            if (why := _spent(run, search, deadline)) is not None:
+                stopped = why
                 raise _Spent
             # Many draws make one trial (space.fitted), so Hypothesis cannot tell that a
             # small space is spent: it would draw old trials for ever.
             if stale >= STALE_BATCHES:
-                done.stopped = "no new trial was left to try"
+                stopped = "no new trial was left to try"
                 raise _Spent
+            left = NO_BUDGET if search.budget is None else search.budget - len(run.judged)
             batch = batch[:left]
         before = len(run.judged)
         try:
-            outcome = run.outcome(batch, phase)
-        except Exception as exc:  # the lab's own failure: no counterexample to shrink
+            outcome = _outcome(run, batch, phase)
+        except RunFailure as exc:  # the lab's own failure: no counterexample to shrink
             raise _Aborted(exc) from exc
         stale = stale + 1 if len(run.judged) == before else 0
         failed = any(sought(j.found, search.model_only) for j in outcome)
@@ -226,24 +386,21 @@ def explore(run: Trials, search: Search) -> Exploration:
                 database_key=search.key(run.settings),
             )
     except NoSuchExample:
-        done.stopped = done.stopped or "no new trial was left to try"
+        stopped = stopped or "no new trial was left to try"
         smallest = None
     except _Spent:
         smallest = None
     except _Aborted as aborted:
-        done.seconds = time.monotonic() - started
-        if isinstance(aborted.cause, RunFailure):
-            raise aborted.cause from None
-        raise RunFailure(f"the lab failed under a trial: {type(aborted.cause).__name__}: {aborted.cause}") from None
+        raise aborted.cause from None
+    found = None
     if smallest is None:
         done.searched = len(run.judged)
     else:
         failing = [j for j in run.outcome(smallest, "shrink") if sought(j.found, search.model_only)]
-        done.counterexample = min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first
-        done.stopped = "a failure was found and shrunk"
-        done.confirmations = run.run([done.counterexample.trial] * search.confirm, "confirm")
-    done.seconds = time.monotonic() - started
-    return done
+        found = min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first
+        stopped = "a failure was found and shrunk"
+    done.stopped = f"{bounded}; then at random past the bound, until {stopped}" if bounded else stopped
+    return found
 
 
 @contextlib.contextmanager

@@ -97,6 +97,10 @@ class Trials:
         """The workers the trials share (every host's, across hosts)."""
         return self._stack.options.workers
 
+    def seen(self, trial: Trial) -> bool:
+        """The trial has been run (and its outcome is known)."""
+        return trial in self._known
+
     def outcome(self, trials: Sequence[Trial], phase: str) -> list[TrialResult]:
         """Each trial's outcome: run now (the new ones, at once), or as first seen."""
         new = list(dict.fromkeys(t for t in trials if t not in self._known))

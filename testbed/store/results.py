@@ -403,12 +403,28 @@ class TrialPhase(Record):
     cells: list[str] = Field(description="Its trials' cell ids (their rows' `cell`), in the order they ran.")
 
 
+class BoundedSpace(Record):
+    """How much of the bounded space (every schedule of up to `depth` faults) a search tried,
+    smallest first, and how."""
+
+    depth: int = Field(description="Faults a schedule of the space holds at most.")
+    schedules: int = Field(description="Schedules in the space: every target, every scenario.")
+    tried: int = Field(description="Schedules whose outcome is known: ran + predicted + pruned.")
+    ran: int = Field(description="Run on the real stack.")
+    predicted: int = Field(description="Built-ins: predicted by the model alone, not run.")
+    pruned: int = Field(
+        description="A job's schedules skipped as equivalent to one run: a fault on an attempt that never ran,"
+        " or at a boundary its attempt never reached, in the trial without it."
+    )
+    sampled: int = Field(description="Of those run, built-ins' schedules, each checking the model.")
+
+
 class ExploreSummary(Record):
     """What `testbed explore` tried and found; its trials are the rows."""
 
     trials: int = Field(description="Trials run: searching, shrinking and confirming.")
     searched: int = Field(description="Trials run until a failure was found (or the search ended).")
-    shrinking: int
+    shrinking: int = Field(description="Trials run shrinking a failure (none: found smallest first).")
     confirming: int
     seconds: float
     trials_per_minute: float
@@ -422,6 +438,12 @@ class ExploreSummary(Record):
         " before it: their rows are searched, shrinking and confirming trials, in that order.",
     )
     counterexample: Counterexample | None = None
+    search: Literal["smallest", "random"] = Field(
+        "random",
+        description="smallest: the bounded space smallest first (then at random past it, if asked);"
+        " random: random schedules, the first failure shrunk. Absent from runs stored before it: random.",
+    )
+    bounded: BoundedSpace | None = Field(None, description="What the search tried of the bounded space.")
 
 
 class Machine(Record):

@@ -16,7 +16,7 @@ from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.scenarios import parse_scenario
 from testbed.experiment.selection import parse_all
-from testbed.explore.search import Exploration, Search, targets_of
+from testbed.explore.search import SMALLEST, Exploration, Search, targets_of
 from testbed.explore.space import faults_for, scenarios_for
 from testbed.explore.trials import TrialResult, TrialSettings
 from testbed.infra.stack import StackOptions
@@ -27,8 +27,9 @@ from workers.strategies import parse_strategy
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
-    """Random crash schedules for each strategy and handler: up to `budget` trials (or
-    `seconds`) of up to `ops` ops, every attempt but the last possibly struck, under
+    """Crash schedules for each strategy and handler: the bounded space of up to `depth` faults
+    smallest first, or (`search` RANDOM, or past the bound) random ones, up to `budget` trials
+    (or `seconds`) of up to `ops` ops, every attempt but the last possibly struck, under
     `scenarios` (none named: the engine's defaults). `needs`: what an empty target list is
     refused with, in the front end's words."""
 
@@ -48,6 +49,10 @@ class SearchRequest:
     client_timeout: float = 0.5
     cell_timeout: float = 120.0
     database: Path | None = None  # Hypothesis's examples: the last counterexample of a search is tried first
+    search: str = SMALLEST  # the bounded space smallest first (then at random if `past_bound`), or RANDOM only
+    depth: int = 2  # faults a schedule of the bounded space holds at most
+    sample: int = 12  # a built-in's schedules of the bounded space run to check the model
+    past_bound: bool = False  # search at random past the bounded space with the budget or time left
 
     def prepare(self, stack: StackOptions) -> PreparedSearch:
         """The targets, scenarios and faults checked, the jobs checked, the stack on the engine."""
@@ -81,6 +86,10 @@ class SearchRequest:
             faults,
             # A job on its own SDK never passes the lab's client's boundaries: no strike is drawn there.
             STRUCK if reader is not None else ORDER,
+            self.search,
+            self.depth,
+            self.sample,
+            self.past_bound,
         )
         settings = TrialSettings(
             self.retries,

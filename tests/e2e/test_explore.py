@@ -13,9 +13,18 @@ import pytest
 
 from labcore.boundaries import Boundary
 from labcore.faults import Fault
+from labcore.plan import Armed
 from labcore.schedule import Schedule
 from tests.support.dom import parse
-from tests.support.helpers import Ran, assert_left_nothing, finish, run_testbed, start_testbed
+from tests.support.helpers import (
+    Ran,
+    assert_left_nothing,
+    descendants,
+    finish,
+    kill_part,
+    run_testbed,
+    start_testbed,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -102,7 +111,8 @@ def test_a_counterexample_that_does_not_reproduce_is_reported_unconfirmed(
 
 
 def test_provider_key_keeps_exactly_once(workdir: Path) -> None:
-    ran = run_testbed(["-s", "provider-key", "--budget", "40", "--seed", "3", "--no-store"], workdir, command="explore")
+    args = ["-s", "provider-key", "--search", "random", "--budget", "40", "--seed", "3", "--no-store"]
+    ran = run_testbed(args, workdir, command="explore")
     assert ran.code == 0, ran.stderr + ran.stdout
     summary = explored(ran)
     assert (summary["trials"], summary["breaches"], summary["labFailures"]) == (40, 0, 0)
@@ -125,6 +135,85 @@ def test_check_of_a_model_only_search_exits_as_the_search_did(workdir: Path) -> 
     (workdir / "check").mkdir()
     check = run_testbed(["latest", "--store", str(store)], workdir / "check", command="check")
     assert check.code == 0, check.stdout + check.stderr
+    assert_left_nothing(ran)
+
+
+def test_provider_key_keeps_exactly_once_over_the_whole_bounded_space(workdir: Path) -> None:
+    """Every schedule of up to two faults (1 957 of them under none and duplicate-enqueue, 3 retries):
+    a sample run on the stack checks the model, which predicts the rest; no breach, no disagreement."""
+    ran = run_testbed(["-s", "provider-key", "--seed", "1", "--no-store"], workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    bounded = summary["bounded"]
+    assert (summary["search"], bounded["depth"], bounded["schedules"], bounded["tried"]) == ("smallest", 2, 1957, 1957)
+    assert bounded["ran"] == bounded["sampled"] == summary["trials"] >= 12 and bounded["pruned"] == 0
+    assert bounded["predicted"] == 1957 - bounded["ran"]
+    assert (summary["breaches"], summary["labFailures"], summary["shrinking"]) == (0, 0, 0)
+    assert "the bounded space was tried to its end, no random search past it" in ran.stdout
+    assert "1957 of 1957 schedules of the bounded space (depth 2) tried" in ran.stdout
+    # Each schedule run strikes as armed: the sample is of schedules whose every strike the model says strikes.
+    assert all(s["struck"] == s["armed"] for s in summary["coverage"]), summary["coverage"]
+
+
+def test_past_the_bound_the_search_goes_on_at_random_when_asked(workdir: Path) -> None:
+    """A budget asks for more than the bounded space: its trials, then random ones for the rest."""
+    args = ["-s", "provider-key", "--depth", "1", "--sample", "4", "--budget", "10", "--seed", "1", "--no-store"]
+    ran = run_testbed(args, workdir, command="explore")
+    assert ran.code == 0, ran.stderr + ran.stdout
+    summary = explored(ran)
+    bounded = summary["bounded"]
+    # Depth 1: the base and one fault on one of 3 attempts (under none), the base and a hold (duplicate-enqueue).
+    assert bounded["schedules"] == bounded["tried"] == (1 + 3 * 17) + (1 + 1)
+    assert 4 <= bounded["ran"] < summary["trials"] == 10
+    assert "then at random past the bound, until its budget of 10 trials was spent" in ran.stdout
+    assert "[enumerate]" in ran.stderr and "[search   ]" in ran.stderr
+
+
+def test_the_worked_example_is_found_smallest_first_and_confirmed(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples.lookup_once: two kills on one op, the second on the recovery attempt after its
+    effect; enumerated smallest first, so found with nothing to shrink, schedules its attempts
+    never reach pruned."""
+    monkeypatch.setenv("EXAMPLES_DB", str(workdir / "jobs.sqlite3"))
+    args = ["--handler", "examples.lookup_once:send", "--path", ROOT, "--seed", "2", "--no-store"]
+    ran = run_testbed(args, workdir, command="explore")
+    assert ran.code == 1, ran.stderr + ran.stdout
+    summary = explored(ran)
+    found = summary["counterexample"]
+    strikes = (Armed(1, Boundary.BEFORE_REQUEST, Fault.KILL), Armed(2, Boundary.AFTER_EFFECT, Fault.KILL))
+    assert Schedule.from_json(found["schedule"]).ops == (strikes,)
+    assert (found["found"], found["reproduced"], found["runs"]) == ("breach", 3, 3)
+    assert summary["shrinking"] == 0 and summary["trials"] == summary["searched"] + 3
+    bounded = summary["bounded"]
+    assert bounded["pruned"] > 0 and bounded["ran"] == summary["searched"] and bounded["tried"] < bounded["schedules"]
+    assert "a failure was found in the bounded space, smallest first (nothing to shrink)" in ran.stdout
+    assert "[enumerate]" in ran.stderr and "[shrink" not in ran.stderr
+    (words,) = found["words"]
+    assert words.endswith("2 effects from 2 requests, job finished: duplicated"), words
+    assert_left_nothing(ran)
+
+
+def test_a_lab_failure_during_the_enumeration_exits_3_with_the_trials_judged(workdir: Path) -> None:
+    """The provider dies while the bounded space is enumerated: exit 3, one line naming it, and
+    the trials judged before kept (the run incomplete)."""
+    args = ["-s", "provider-key", "--sample", "400", "--parallel", "1", "--seed", "1"]
+    proc, _, err = start_testbed([*args, "--no-store"], workdir, command="explore")
+    seen: set[tuple[int, float]] = set()
+    deadline = time.monotonic() + 120
+    while "[enumerate]" not in err.read_text():
+        seen |= descendants(proc.pid)
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.05)
+    pid = kill_part(seen | descendants(proc.pid), "-m provider")
+    ran = finish(proc, workdir, 60, seen=seen)
+    assert ran.code == 3, ran.stderr + ran.stdout
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last.startswith("testbed: error: ") and f"the provider (pid {pid}) died during the run" in last
+    assert "Traceback" not in ran.stderr
+    results = ran.json
+    assert results["incomplete"] is True and "the provider" in results["failure"]
+    assert len(results["rows"]) >= 1  # the trials judged before it
     assert_left_nothing(ran)
 
 
@@ -152,6 +241,7 @@ def test_held_ops_never_take_every_worker(workdir: Path) -> None:
     worker at once stalled until the hold gave up, and read as a failure of the lab."""
     args = [a for s in ("provider-key", "retry-only", "record-after", "record-before") for a in ("-s", s)]
     args += ["--scenario", "duplicate-enqueue", "--workers", "2", "--model-only", "--seed", "7", "--no-store"]
+    args += ["--search", "random"]
     ran = run_testbed([*args, "--budget", "300"], workdir, command="explore")
     assert ran.code == 0, ran.stderr + ran.stdout
     summary = explored(ran)
@@ -191,12 +281,16 @@ def test_on_celery_early_ack_loses_the_killed_op_and_the_schedule_replays_it(wor
 
 @pytest.mark.slow
 def test_the_model_predicts_every_trial_of_every_built_in(workdir: Path) -> None:
+    """The whole bounded space of every built-in: the model predicts every schedule, and a sample of
+    each (with each scenario's first breach) run on the stack agrees with it."""
     args = [a for s in BUILT_INS for a in ("-s", s)]
-    args += ["--model-only", "--budget", "120", "--seed", "5", "--no-store"]
+    args += ["--model-only", "--sample", "8", "--seed", "5", "--no-store"]
     ran = run_testbed(args, workdir, timeout=600, command="explore")
     assert ran.code == 0, ran.stderr + ran.stdout
     summary = explored(ran)
-    assert summary["labFailures"] == 0 and summary["trials"] == 120
+    bounded = summary["bounded"]
+    assert summary["labFailures"] == 0 and bounded["tried"] == bounded["schedules"] == 7 * 1957
+    assert summary["trials"] == bounded["ran"] >= 7 * 8
     # The built-ins' own losses and duplicates are there, predicted: not what this search looks for.
     assert summary["breaches"] > 0
     assert {row["strategy"] for row in ran.json["rows"]} == set(BUILT_INS)
@@ -217,6 +311,8 @@ def test_the_worked_example_passes_the_full_matrix(workdir: Path, monkeypatch: p
         ([], "explore needs -s STRATEGY or --handler MODULE:FUNCTION"),
         (["-s", "reconcile", "--ops", "11"], "--ops must be from 1 to 10 (got 11)"),
         (["-s", "reconcile", "--retries", "0"], "--retries must be from 1 to 10 (got 0)"),
+        (["-s", "reconcile", "--search", "fast"], "--search 'fast': choose smallest or random"),
+        (["-s", "reconcile", "--depth", "5"], "--depth must be from 1 to 4 (got 5)"),
         (["-s", "reconcile", "--time", "soon"], "--time 'soon': expected a duration such as 90s, 5m or 1h"),
         (["-s", "reconcile", "--scenario", "sunny"], "unknown scenario 'sunny'"),
         (["--handler", "examples.naive:send", "--model-only"], "--model-only checks the model of the built-in"),

@@ -1,16 +1,22 @@
 """A part of the stack that dies outside the plan is named: exit 3, one line, the
 cells already judged kept (marked incomplete), nothing left behind."""
 
-import contextlib
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.support.helpers import assert_left_nothing, descendants, finish, run_testbed, start_testbed, still_running
+from tests.support.helpers import (
+    assert_left_nothing,
+    descendants,
+    finish,
+    kill_part,
+    run_testbed,
+    start_testbed,
+    still_running,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -27,24 +33,6 @@ def start_and_wait_for_a_cell(workdir: Path) -> tuple[subprocess.Popen[bytes], s
         assert time.monotonic() < deadline, "no cell finished"
         time.sleep(0.05)
     return proc, seen | descendants(proc.pid)
-
-
-def kill_part(seen: set[tuple[int, float]], marker: str) -> int:
-    """The process of the run whose command line has `marker` and whose parent's has not:
-    a process forked without exec (the zygote's workers) keeps its parent's command line."""
-    matching = {}
-    for pid, _ in seen:
-        # Work-horses match the zygote's command line too, and may end at any moment:
-        # each process's parent is read while it is known to be there.
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process = psutil.Process(pid)
-            if marker in " ".join(process.cmdline()):
-                matching[pid] = (process, process.ppid())
-    for pid, (process, parent) in matching.items():
-        if parent not in matching:
-            process.kill()
-            return pid
-    raise AssertionError(f"no process of the run matches {marker!r}")
 
 
 @pytest.mark.parametrize(

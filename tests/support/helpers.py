@@ -222,3 +222,21 @@ def left_alive(pids: Path) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return running
+
+
+def kill_part(seen: set[tuple[int, float]], marker: str) -> int:
+    """The process of the run whose command line has `marker` and whose parent's has not:
+    a process forked without exec (the zygote's workers) keeps its parent's command line."""
+    matching = {}
+    for pid, _ in seen:
+        # Work-horses match the zygote's command line too, and may end at any moment:
+        # each process's parent is read while it is known to be there.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process = psutil.Process(pid)
+            if marker in " ".join(process.cmdline()):
+                matching[pid] = (process, process.ppid())
+    for pid, (process, parent) in matching.items():
+        if parent not in matching:
+            process.kill()
+            return pid
+    raise AssertionError(f"no process of the run matches {marker!r}")

@@ -67,8 +67,7 @@ def test_the_command_line_leaves_what_it_imported_to_the_processs_exit(monkeypat
         # extras: only a handler imports the runtimes, only a run with --engine celery imports Celery, only
         # one with --engine temporal the Temporal SDK (and RQ's workers, its handler and its queue none of it).
         (
-            "import testbed.cli.app, testbed.plugin, testbed.lab.session, testbed.lab.runner, testbed.infra.stack
-"
+            "import testbed.cli.app, testbed.plugin, testbed.lab.session, testbed.lab.runner, testbed.infra.stack\n"
             "import workers.userjob, workers.handler, workers.worker, workers.zygote",
             {"langgraph", "langchain_core", "dbos", "pydantic_ai", "pydantic_graph", "agents", "openai"}
             | {"celery", "kombu", "billiard", "temporalio"},
