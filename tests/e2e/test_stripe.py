@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import stripe
@@ -78,18 +79,31 @@ def payment_intents_by_cell(url: str) -> collections.Counter[str]:
     return collections.Counter(op.partition(":")[0].rsplit(".", 1)[1] for op in ops)
 
 
-def test_a_job_that_looks_before_it_sends_is_kept_by_localstripe(workdir: Path, localstripe: Sandbox) -> None:
-    # The key is ignored there: only the lookup keeps the killed op's retry from a second PaymentIntent.
-    args = ["--handler", "examples.stripe_payments:reconciled", "--destination", localstripe.url, "-b", "after-effect"]
+def reconciled(boundary: str, fault: str, url: str, workdir: Path) -> dict[str, Any]:
+    """`reconciled`'s one cell on localstripe: its row, its counts checked against the test's own read."""
+    args = ["--handler", "examples.stripe_payments:reconciled", "--destination", url, "-b", boundary, "-f", fault]
     args += ["--ops", str(OPS), "--destination-effect", "POST /v1/*", "--evidence", "examples.stripe_payments:effects"]
     ran = run_testbed(args, workdir, timeout=600)
-    assert ran.code == 0, ran.stderr
-    row = ran.row("examples.stripe_payments:reconciled", "after-effect")
-    assert (row["effects"], row["missingOperations"], row["duplicateEffects"]) == (OPS, 0, 0)
-    assert row["requests"] == OPS  # the killed ops' retries found their PaymentIntent and sent nothing
+    assert ran.code in (0, 1), ran.stderr
     # The counts are localstripe's: what the test reads there itself.
-    assert {r["cell"]: r["effects"] for r in ran.json["rows"]} == dict(payment_intents_by_cell(localstripe.url))
+    assert {r["cell"]: r["effects"] for r in ran.json["rows"]} == dict(payment_intents_by_cell(url))
     assert_left_nothing(ran)
+    return ran.row("examples.stripe_payments:reconciled", boundary)
+
+
+def test_a_job_that_looks_before_it_sends_is_kept_by_localstripe(workdir: Path, localstripe: Sandbox) -> None:
+    # The key is ignored there: only the lookup keeps the killed op's retry from a second PaymentIntent.
+    row = reconciled("after-effect", "kill", localstripe.url, workdir)
+    assert (row["verdict"], row["effects"], row["missingOperations"], row["duplicateEffects"]) == ("pass", OPS, 0, 0)
+    assert row["requests"] == OPS  # the killed ops' retries found their PaymentIntent and sent nothing
+
+
+def test_its_lookup_misses_a_create_still_held_on_its_way(workdir: Path, localstripe: Sandbox) -> None:
+    # `late`: the retry looks while the first create is held at the proxy, finds nothing, creates;
+    # then the held one is forwarded. The race of reconciliation, two PaymentIntents each.
+    row = reconciled("before-effect", "late", localstripe.url, workdir)
+    assert (row["effects"], row["missingOperations"], row["duplicateEffects"]) == (OPS + 2, 0, 2)
+    assert row["requests"] == OPS + 2
 
 
 def test_the_same_job_is_kept_by_stripe_stateful_mock_and_not_by_localstripe(
