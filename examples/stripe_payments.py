@@ -65,8 +65,9 @@ def customer(op_id: str, payload: dict[str, Any]) -> str:
 
 
 def reconciled(op_id: str, payload: dict[str, Any]) -> str:
-    """`payment_intent`, made exactly once by looking before it sends: the PaymentIntent an
-    earlier attempt of the op made, if the destination holds one, or a new one."""
+    """`payment_intent`, looking before it sends: the PaymentIntent an earlier attempt of the op
+    made, if the destination holds one, or a new one. A create still on its way when the lookup
+    runs (`late`) is not there to be found: two."""
     client = stripe.StripeClient(
         API_KEY,
         base_addresses={"api": os.environ["TESTBED_DESTINATION_URL"]},
