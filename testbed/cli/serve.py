@@ -42,6 +42,8 @@ def provider(
     from testbed.infra.provider_process import bind
 
     sock = bind(host, port)
+    if token is None:  # once it serves: a port in use is the one line its refusal says
+        print(f"testbed: warning: no token (${TOKEN_ENV}): every local user can call this provider", file=sys.stderr)
     from provider.server import serve
 
     # The server stops on SIGINT/SIGTERM, then raises the signal again (provider.server).
@@ -61,10 +63,9 @@ def _check_db(db: Path) -> None:
 
 
 def _provider_token(token_file: Path | None, host: str) -> str | None:
-    """The standalone provider's token; none is allowed on loopback only (with a warning)."""
+    """The standalone provider's token; none is allowed on loopback only (the caller warns)."""
     if token := checks.token("--token-file", token_file):
         return token
     if not is_loopback(host):
         raise SetupError(f"refusing to serve on {host} without a token: set ${TOKEN_ENV} or pass --token-file")
-    print(f"testbed: warning: no token (${TOKEN_ENV}): every local user can call this provider", file=sys.stderr)
     return None

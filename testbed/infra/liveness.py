@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from labcore.procs import Process
@@ -11,6 +13,22 @@ from testbed.errors import RunFailure
 
 class PartDied(RunFailure):
     """Redis, the provider or a worker died, and nobody planned it."""
+
+
+# After a failed call, or a part's death that another's may have caused, how long a dying part is
+# given to show as dead: a SIGKILLed process closes its sockets before its parent can reap it.
+DEATH_SHOWS_WITHIN = 1.0
+_LOOK_EVERY = 0.05
+
+
+def shows_dead(check: Callable[[], None], within: float = DEATH_SHOWS_WITHIN) -> None:
+    """Raises `check`'s PartDied if a part is dead or shows as dead within `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        check()
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(_LOOK_EVERY)
 
 
 def check_alive(name: str, proc: Process | None, log: Path) -> None:

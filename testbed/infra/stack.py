@@ -27,7 +27,7 @@ from testbed.engines.rq import RQ
 from testbed.errors import SetupError
 from testbed.infra import leftovers
 from testbed.infra.engine_server import EngineServer
-from testbed.infra.liveness import stopped
+from testbed.infra.liveness import PartDied, shows_dead, stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
 from testbed.infra.sandbox import Sandbox, SandboxCommand, running
@@ -300,7 +300,14 @@ class Stack(RunStack):
         self.provider.check()
         if self._server is not None:
             self._server.check()
-        self.supervisor.check()
+        try:
+            self.supervisor.check()
+        except PartDied:
+            # A worker dies of its engine's server's death (its connection refused) as soon as the
+            # server's sockets close, before the server's own death shows: name the cause.
+            if self._server is not None:
+                shows_dead(self._server.check)
+            raise
         self._check_sandbox()
         if self._ownership is not None:
             self._ownership.beat()

@@ -9,6 +9,7 @@ prediction.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +31,7 @@ from testbed.errors import RunFailure
 from testbed.experiment.matrix import Cell
 from testbed.experiment.scenarios import SCENARIOS
 from testbed.experiment.workload import make_op
+from testbed.infra.liveness import DEATH_SHOWS_WITHIN, shows_dead
 from testbed.infra.stack import RunStack
 from testbed.judge.checker import OpFacts
 from testbed.judge.evidence import Evidence, EvidenceRecords, counted_at
@@ -56,7 +58,6 @@ HEAD = 50  # a cell's first jobs, enqueued ahead of the rest of its first chunk
 # A cell that has not moved for this long is looked at for jobs its queue lost.
 LOOK_FOR_LOST = 2.0
 CHECK_EVERY = 0.05  # how often the loop looks at the cells' progress and the stack's parts
-DEATH_SHOWS_WITHIN = 1.0  # after a failed call, how long a dying part is given to show as dead
 # How a part's death first shows in the run's own calls to Redis and the provider.
 FAILED_CALL = (redis_lib.RedisError, httpx.HTTPError, OSError)
 
@@ -81,20 +82,11 @@ def check_rq_prefix(prefix: str) -> None:
 
 
 def name_a_dead_part(check: Callable[[], None], within: float = DEATH_SHOWS_WITHIN) -> None:
-    """Raises `check`'s PartDied if a part is dead or shows as dead within `within` seconds.
-
-    A SIGKILLed process closes its sockets before its parent can reap it, so the
-    call that failed on its death can come a moment before the death shows.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            check()
-        except FAILED_CALL:
-            return  # what the check itself needs is gone: the failed call is all there is to say
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(CHECK_EVERY)
+    """Raises `check`'s PartDied if a part is dead or shows as dead within `within` seconds:
+    the call that failed on a part's death can come a moment before the death shows."""
+    # What the check itself needs may be gone too: then the failed call is all there is to say.
+    with contextlib.suppress(*FAILED_CALL):
+        shows_dead(check, within)
 
 
 @dataclass(slots=True)

@@ -122,6 +122,9 @@ def test_a_run_on_a_network_provider_is_kept_and_judged_again_from_what_the_prov
     record["effects"] = 0
     (altered / PROVIDER_RECORDS).write_text("".join(json.dumps(line) + "\n" for line in lines))
     ran = hosts.run("lab", [*check, str(altered)], "lab", timeout=60)
+    assert ran.returncode == 2 and "provider-records.jsonl is not as the run stored it" in ran.stderr
+    (altered / "digests.json").unlink()  # as a run stored before runs had digests: judged as it is now
+    ran = hosts.run("lab", [*check, str(altered)], "lab", timeout=60)
     assert ran.returncode == 1, hosts.failed(ran)
     assert "DIFFERS" in ran.stdout and op in ran.stdout
 
