@@ -60,8 +60,12 @@ def _send(op_id: str, payload: dict[str, Any], group: str, deduplication: str) -
 
 
 def keyed(op_id: str, payload: dict[str, Any]) -> str:
-    """The op's identity as the deduplication id: the queue keeps one message per op."""
-    return _send(op_id, payload, _id(op_id), _id(op_id))
+    """The op's identity as the deduplication id: the queue keeps one message per op (its
+    deduplication is queue-wide, whatever the group) for five minutes. Each send has a group
+    of its own, so that the reader sees every message the queue holds: a FIFO queue hands
+    out a group's next message only once the one before it is deleted, and the reader
+    deletes nothing."""
+    return _send(op_id, payload, uuid.uuid4().hex, _id(op_id))
 
 
 def naive(op_id: str, payload: dict[str, Any]) -> str:

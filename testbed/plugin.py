@@ -203,7 +203,8 @@ class Lab:
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
         judged by `evidence` (`module:function`), as `testbed chaos --destination` does;
         `destination_command` starts that sandbox for this run and stops it after, as
-        `--destination-command` does."""
+        `--destination-command` does (`{port}` in it: a free port the lab picks, and
+        `destination` may then be left out)."""
         from testbed.engines.base import PLUGIN, EngineChoice
         from testbed.errors import RunFailure, UsageError
         from testbed.lab import session

@@ -255,7 +255,8 @@ class DestinationArgs:
             "--destination",
             metavar="URL",
             help="Your jobs' real destination (a sandbox): they reach it through the lab at"
-            " $TESTBED_DESTINATION_URL, and --evidence reads its records.",
+            " $TESTBED_DESTINATION_URL, and --evidence reads its records ({port}: the lab's, for"
+            " --destination-command; default then http://127.0.0.1:{port}).",
         ),
     ] = None
     evidence: Annotated[
@@ -284,7 +285,8 @@ class DestinationArgs:
             "--destination-command",
             metavar="'CMD ...'",
             help="Start the sandbox with the run (split as a shell would), wait until --destination answers,"
-            " stop it and all it started at the end; its output goes to the run's logs.",
+            " stop it and all it started at the end; its output goes to the run's logs. {port} in it:"
+            " a free loopback port the lab picks.",
         ),
     ] = None
 

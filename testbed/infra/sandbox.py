@@ -2,6 +2,10 @@
 with the run, waited for until `--destination` answers, watched like Redis and the
 provider, and stopped with everything it started at the end, whatever ends the run.
 
+`{port}` in the command (and in `--destination`, which then defaults to
+`http://127.0.0.1:{port}`) leaves the port to the lab: it picks a free loopback port and
+puts it in each argument after the command is split, never through a shell.
+
 Its output goes to `destination.log` in the run's temp dir, kept with the run's logs:
 never to the terminal. A sandbox that exits or never answers before the first cell is
 a run that cannot start (SetupError, exit 2); one that dies mid-run is named as a dead
@@ -11,6 +15,7 @@ part is (PartDied, exit 3).
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -27,6 +32,10 @@ ANSWER_WITHIN = 5.0  # seconds a destination has to answer one of the lab's chec
 READY_WITHIN = 60.0  # seconds a sandbox has to answer at its URL (moto's server starts in about 2)
 LOG = "destination.log"
 FLAG = "--destination-command"
+PORT = "port"  # the one placeholder: `{port}`, the loopback port the lab picked
+LOOPBACK = "http://127.0.0.1:{port}"  # --destination, when the command takes the lab's port and no URL is given
+# `{name}` alone: the braces of a JSON argument such as '{"a": 1}' or '{}' are no placeholder.
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +51,23 @@ class SandboxCommand:
         return shlex.join(self.argv)
 
 
-def parse_command(text: str, url: str) -> SandboxCommand:
+def placeholders(text: str) -> list[str]:
+    """The names of the `{name}` placeholders in an argument or a URL, in order."""
+    return _PLACEHOLDER.findall(text)
+
+
+def unknown_placeholder(flag: str, text: str) -> str | None:
+    """Why a placeholder in `text` is none the lab fills (None: all are `{port}`)."""
+    unknown = [name for name in placeholders(text) if name != PORT]
+    if not unknown:
+        return None
+    return f"{flag} {text!r}: no placeholder {{{unknown[0]}}}: the lab fills only {{{PORT}}}, a free loopback port"
+
+
+def split_command(text: str) -> tuple[str, ...]:
     """A sandbox's command line, split as a POSIX shell would (no shell runs it): UsageError,
-    one line, for a quote left open, an empty command or a program not found."""
+    one line, for a quote left open, an empty command, a program not found or a placeholder
+    the lab does not fill."""
     try:
         argv = tuple(shlex.split(text))
     except ValueError as exc:  # "No closing quotation", "No escaped character"
@@ -53,6 +76,46 @@ def parse_command(text: str, url: str) -> SandboxCommand:
         raise UsageError(f"{FLAG} is empty: give the command that starts your sandbox")
     if shutil.which(argv[0]) is None:
         raise UsageError(f"{FLAG} {text!r}: no program {argv[0]!r} found (on PATH, or as a path)")
+    for arg in argv:
+        if (why := unknown_placeholder(FLAG, arg)) is not None:
+            raise UsageError(why)
+    return argv
+
+
+def placement(url: str | None, command: str | None) -> tuple[str | None, bool]:
+    """The destination's URL, as given or by default (`{port}` still in it), and whether the
+    lab picks the port: it does when the command has `{port}` in an argument. UsageError,
+    one line, for a placeholder the lab does not fill, a URL that names its own port when
+    the command takes the lab's, or `{port}` in a URL with no command to hand it to."""
+    argv = () if command is None else split_command(command)
+    takes = any(PORT in placeholders(arg) for arg in argv)
+    if url is None:
+        return (LOOPBACK if takes else None), takes
+    if (why := unknown_placeholder("--destination", url)) is not None:
+        raise UsageError(why)
+    given = PORT in placeholders(url)
+    if takes and not given:
+        raise UsageError(
+            f"--destination {url}: {FLAG} takes the lab's {{{PORT}}}, so the URL must too ({LOOPBACK}) or be left out"
+        )
+    if given and command is None:
+        raise UsageError(f"--destination {url}: {{{PORT}}} is the lab's port for {FLAG}, and there is none")
+    if given and not takes:
+        raise UsageError(f"--destination {url}: {FLAG} has no {{{PORT}}}, so the lab picks no port to put there")
+    return url, takes
+
+
+def with_port(text: str, port: int) -> str:
+    """`{port}` in an argument or a URL, filled."""
+    return text.replace(f"{{{PORT}}}", str(port))
+
+
+def parse_command(text: str, url: str, port: int | None = None) -> SandboxCommand:
+    """The sandbox's command, split (`split_command`), `{port}` in each argument filled with
+    the lab's `port`."""
+    argv = split_command(text)
+    if port is not None:
+        argv = tuple(with_port(arg, port) for arg in argv)
     return SandboxCommand(argv, url)
 
 

@@ -86,6 +86,7 @@ class DestinationChoice:
     effects: tuple[str, ...] = ()
     evidence_timeout: float = EVIDENCE_TIMEOUT
     command: str | None = None  # --destination-command: the sandbox the lab starts, as a shell would split it
+    port: int | None = None  # the loopback port the lab picked for the command's `{port}` (in `url` already)
 
     def check(self, handlers: Sequence[str]) -> Destination:
         """The destination, its input checked (a UsageError says what is wrong), before any work."""
@@ -105,7 +106,7 @@ class DestinationChoice:
 
     def sandbox(self) -> SandboxCommand | None:
         """The sandbox the lab starts (None: the user started the destination); UsageError for a bad command."""
-        return None if self.command is None else parse_command(self.command, self.url)
+        return None if self.command is None else parse_command(self.command, self.url, self.port)
 
     def check_reachable(self) -> None:
         """Before any work: the destination answers, or, for a sandbox the lab starts, nothing answers there yet."""

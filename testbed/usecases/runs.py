@@ -14,11 +14,13 @@ from labcore import plan as plans
 from labcore.boundaries import Boundary
 from labcore.destination import refused_boundaries
 from labcore.faults import RULES, Fault
+from labcore.procs import free_port
 from testbed.engines import engine_of
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
 from testbed.experiment.matrix import Cell
 from testbed.infra.sandbox import FLAG as COMMAND_FLAG
+from testbed.infra.sandbox import placement, with_port
 from testbed.infra.stack import StackOptions
 from testbed.judge.promises import Promise
 from testbed.lab import userjobs
@@ -80,12 +82,20 @@ def destination_choice(
     evidence_timeout: float = EVIDENCE_TIMEOUT,
     command: str | None = None,
 ) -> DestinationChoice | None:
-    """A real destination as a front end gives it (None: none); its reader, rules and sandbox go with a URL."""
+    """A real destination as a front end gives it (None: none); its reader, rules and sandbox go with a URL.
+    A command with `{port}` is handed a free loopback port the lab picks here, and the URL
+    (`{port}` in it, or by default http://127.0.0.1:{port}) is where it answers."""
+    url, takes_port = placement(url, command)
+    port = free_port() if takes_port else None
     if url is None:
         if evidence is not None or effects or command is not None:
-            raise UsageError(f"--evidence, --destination-effect and {COMMAND_FLAG} go with --destination URL")
+            raise UsageError(
+                f"--evidence, --destination-effect and {COMMAND_FLAG} go with --destination URL"
+                " (or a command that takes the lab's {port})"
+            )
         return None
-    return DestinationChoice(url, evidence, tuple(effects), evidence_timeout, command)
+    url = url if port is None else with_port(url, port)
+    return DestinationChoice(url, evidence, tuple(effects), evidence_timeout, command, port)
 
 
 @dataclass(frozen=True, slots=True)

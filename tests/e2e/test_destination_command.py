@@ -87,6 +87,42 @@ def test_the_lab_starts_the_sandbox_judges_against_it_and_stops_it(workdir: Path
     assert_left_nothing(ran)
 
 
+def test_the_lab_picks_the_sandbox_s_port_and_hands_it_in(workdir: Path) -> None:
+    # No --destination: `{port}` in the command is the lab's free loopback port, and the URL follows.
+    args = ["--handler", "examples.sqs_fifo:keyed", "--destination-command", f"{MOTO} -H 127.0.0.1 -p {{port}}", *SQS]
+    ran = run_testbed([*args, "--ops", "10", "-b", "after-effect"], workdir, timeout=300)
+    assert ran.code == 0, ran.stderr
+    assert [(row["effects"], row["missingOperations"]) for row in ran.json["rows"]] == [(10, 0)]
+    url = ran.json["options"]["destination"]["url"]
+    host, _, port = url.removeprefix("http://").partition(":")
+    assert host == "127.0.0.1" and port.isdigit()
+    assert ran.json["options"]["destinationCommand"] == f"{MOTO} -H 127.0.0.1 -p {port}"
+    assert not answers(int(port))  # stopped with the run
+    assert_left_nothing(ran)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            ["--destination", "http://127.0.0.1:{port}"],
+            "--destination http://127.0.0.1:{port}: {port} is the lab's port for --destination-command,"
+            " and there is none",
+        ),
+        (
+            ["--destination-command", f"{MOTO} -H {{host}} -p {{port}}"],
+            "--destination-command '{host}': no placeholder {host}: the lab fills only {port}, a free loopback port",
+        ),
+    ],
+)
+def test_a_placeholder_the_lab_cannot_fill_is_refused_in_one_line(workdir: Path, given: list[str], said: str) -> None:
+    ran = run_testbed(["--handler", "examples.sqs_fifo:keyed", *given, *SQS], workdir, timeout=60)
+    assert ran.code == 2
+    assert ran.stderr.strip().splitlines() == [f"testbed: error: {said}"]
+    assert ran.results is None
+    assert_left_nothing(ran)
+
+
 def test_a_sandbox_that_exits_at_start_is_named_before_any_cell(workdir: Path, port: int) -> None:
     ran = run_testbed(started_by_the_lab(port, "sh -c 'echo no such region >&2; exit 4'"), workdir, timeout=120)
     assert ran.code == 2, ran.stderr

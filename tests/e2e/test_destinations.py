@@ -25,16 +25,16 @@ SQS = ["--destination-effect", "X-Amz-Target: AmazonSQS.SendMessage", "--evidenc
 MOTO = str(Path(sys.executable).with_name("moto_server"))
 
 
-def moto_server() -> Sandbox:
-    """moto's server, as the sandbox a user would start."""
+def moto_server(*program: str) -> Sandbox:
+    """moto's server (or `program`, which takes its options), as the sandbox a user would start."""
     port = free_port()
-    return Sandbox([MOTO, "-H", "127.0.0.1", "-p", str(port)], port, {})
+    return Sandbox([*(program or (MOTO,)), "-H", "127.0.0.1", "-p", str(port)], port, {})
 
 
 @pytest.fixture
 def moto(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     monkeypatch.setenv("SQS_QUEUE", f"{request.node.name[:60].replace('[', '-').replace(']', '')}.fifo")
-    server = moto_server()
+    server = moto_server(*getattr(request, "param", ()))
     yield server
     server.stop()
 
@@ -69,6 +69,23 @@ def test_the_queue_judges_a_keyed_and_a_naive_boto3_job(workdir: Path, moto: San
         "url": moto.url,
         "effects": ["x-amz-target: AmazonSQS.SendMessage"],
     }
+    assert_left_nothing(ran)
+    assert moto.proc.poll() is None  # a destination the user started is never stopped by the lab
+
+
+@pytest.mark.parametrize("moto", [(sys.executable, "-m", "examples.sqs_window")], indirect=True, ids=["past-window"])
+def test_a_keyed_retry_past_the_deduplication_window_is_a_second_message(workdir: Path, moto: Sandbox) -> None:
+    # moto's server whose queue clock moves one window on at every message: the keyed job's retry
+    # after the queue took its first send comes past the five minutes, and the queue keeps both.
+    args = ["--handler", "examples.sqs_fifo:keyed", "--destination", moto.url, *SQS, "--ops", str(OPS)]
+    ran = run_testbed([*args, "-b", "none", "-b", "after-effect"], workdir, timeout=600)
+    assert ran.code == 1, ran.stderr  # exactly-once is broken: the window is the queue's, not forever
+    assert [(row["boundary"], row["effects"], row["duplicateEffects"]) for row in ran.json["rows"]] == [
+        ("none", OPS, 0),
+        ("after-effect", OPS + 2, 2),
+    ]
+    held = queue_messages(moto.url)  # the counts are the queue's
+    assert {row["cell"]: row["effects"] for row in ran.json["rows"]} == dict(held)
     assert_left_nothing(ran)
 
 

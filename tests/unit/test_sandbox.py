@@ -9,9 +9,12 @@ import pytest
 
 from labcore.procs import free_port
 from testbed.errors import SetupError, UsageError
-from testbed.infra.sandbox import Sandbox, SandboxCommand, parse_command
+from testbed.infra.sandbox import Sandbox, SandboxCommand, parse_command, placement
+from testbed.usecases.runs import destination_choice
 
 URL = "http://127.0.0.1:5055"
+MOTO = "python3 -m moto.server"
+LAB = "http://127.0.0.1:{port}"
 
 
 def test_a_command_is_split_as_a_shell_would() -> None:
@@ -32,6 +35,52 @@ def test_a_command_that_cannot_run_is_one_line(text: str, said: str) -> None:
     with pytest.raises(UsageError) as raised:
         parse_command(text, URL)
     assert str(raised.value).startswith(said) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "command", "placed"),
+    [
+        (URL, f"{MOTO} -p 5055", (URL, False)),  # the command names its own port
+        (None, f"{MOTO} -p {{port}}", (LAB, True)),
+        ("http://localhost:{port}/a", f"sh -c '{MOTO} -p {{port}}'", ("http://localhost:{port}/a", True)),
+        (None, """sh -c 'echo {"a": {"b": 1}} {}'""", (None, False)),  # a JSON argument's braces are no placeholder
+        (URL, None, (URL, False)),  # the user's own destination
+        (None, None, (None, False)),
+    ],
+)
+def test_the_port_is_the_lab_s_when_the_command_says_port(
+    url: str | None, command: str | None, placed: tuple[str | None, bool]
+) -> None:
+    assert placement(url, command) == placed
+
+
+@pytest.mark.parametrize(
+    ("url", "command", "said"),
+    [
+        (LAB, None, f"--destination {LAB}: {{port}} is the lab's port for"),
+        (LAB, f"{MOTO} -p 5055", f"--destination {LAB}: --destination-command has no {{port}}"),
+        (URL, f"{MOTO} -p {{port}}", f"--destination {URL}: --destination-command takes the lab's {{port}}, so"),
+        (None, f"{MOTO} -H {{host}} -p {{port}}", "--destination-command '{host}': no placeholder {host}: the lab"),
+        ("http://{host}:{port}", f"{MOTO} -p {{port}}", "--destination 'http://{host}:{port}': no placeholder {host}"),
+    ],
+)
+def test_a_placeholder_the_lab_cannot_fill_is_one_line(url: str | None, command: str | None, said: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        placement(url, command)
+    assert str(raised.value).startswith(said) and "\n" not in str(raised.value)
+
+
+def test_the_lab_s_port_is_put_in_the_url_and_in_each_argument_after_the_split() -> None:
+    choice = destination_choice(None, "m:effects", command=f"sh -c '{MOTO} -p {{port}}; echo \"$0\"' {{port}}")
+    assert choice is not None and choice.port is not None
+    assert choice.url == f"http://127.0.0.1:{choice.port}"
+    sandbox = choice.sandbox()
+    assert sandbox is not None
+    assert sandbox.argv == ("sh", "-c", f'python3 -m moto.server -p {choice.port}; echo "$0"', str(choice.port))
+    assert sandbox.url == choice.url
+    # Without {port}, the command and the URL are as given: the form from before.
+    given = destination_choice(URL, "m:effects", command=f"{MOTO} -p 5055")
+    assert given is not None and given.port is None and given.url == URL
 
 
 def test_a_sandbox_that_never_answers_is_named_within_its_bound_and_stopped(tmp_path: Path) -> None:
