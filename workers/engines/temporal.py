@@ -285,7 +285,7 @@ async def _work(name: str) -> None:
         activities=activities,
         interceptors=interceptors,
         # A user's activity may be a plain function: Temporal runs it in this executor's thread.
-        activity_executor=ThreadPoolExecutor(1),
+        activity_executor=ThreadPoolExecutor(1) if interceptors else None,
         # One attempt at a time, as one work-horse per RQ worker; the lab's code runs outside
         # Temporal's workflow sandbox, and no workflow stays cached on a process that may be killed.
         max_concurrent_activities=1,
