@@ -15,6 +15,10 @@ stripe-stateful-mock (npm 0.0.16) honours the key but has no PaymentIntents (`/v
 answers 404), so `customer` is the same job on a resource both sandboxes have, with `customer_effects`
 as its reader. Each record carries its op's id in its metadata, `op_id`, which is how the readers
 tell them apart (neither sandbox filters a listing by metadata: the readers filter).
+
+`reconciled` does not trust the key: every attempt first lists the PaymentIntents and looks for
+one an earlier attempt of the op made, and sends only if there is none (localstripe has no
+`/v1/payment_intents/search`: it answers 404, so it lists and filters, as the readers do).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ OP_METADATA = "op_id"
 # A sandbox's: both take any test key.
 API_KEY = "sk_test_testbed"
 AMOUNT = 1000  # the same on every attempt: a key sent again with other parameters is refused
+# `reconciled`'s client: a production job's bound on a call rather than the SDK's 80 s, and none
+# of the SDK's own retries, which would send the create again without looking first.
+CALL_TIMEOUT = 10.0
 
 
 def _use(base_url: str) -> None:
@@ -55,6 +62,25 @@ def customer(op_id: str, payload: dict[str, Any]) -> str:
     _use(os.environ["TESTBED_DESTINATION_URL"])
     made = stripe.Customer.create(email=_email(op_id), metadata={OP_METADATA: op_id}, idempotency_key=_key(op_id))
     return str(made.id)
+
+
+def reconciled(op_id: str, payload: dict[str, Any]) -> str:
+    """`payment_intent`, looking before it sends: the PaymentIntent an earlier attempt of the op
+    made, if the destination holds one, or a new one. A create still on its way when the lookup
+    runs (`late`) is not there to be found: two."""
+    client = stripe.StripeClient(
+        API_KEY,
+        base_addresses={"api": os.environ["TESTBED_DESTINATION_URL"]},
+        max_network_retries=0,
+        http_client=stripe.new_default_http_client(timeout=CALL_TIMEOUT),
+    )
+    made = _held(client.v1.payment_intents.list(params={"limit": 100}), [op_id]).get(op_id)
+    if made:
+        return made[0]
+    new = client.v1.payment_intents.create(
+        {"amount": AMOUNT, "currency": "usd", "metadata": {OP_METADATA: op_id}}, {"idempotency_key": _key(op_id)}
+    )
+    return str(new.id)
 
 
 def _email(op_id: str) -> str:

@@ -28,6 +28,9 @@ class EventKind(StrEnum):
     # Reported whether the op is watched or not: the controller judges whether the plan made it.
     CALL_FAILED = "call-failed"  # a call to the provider timed out, broke, or got a 5xx
     HORSE_DIED = "horse-died"  # by its worker: its work-horse died of a signal
+    # By an engine's worker: the engine ran an attempt again, or gave it up, on a timeout of its own
+    # (Temporal's start-to-close or heartbeat timeout), which a live attempt meets on a slow machine.
+    OVERTAKEN = "overtaken"
     # Noted by the controller.
     HIT = "hit"
     KILLED = "killed"

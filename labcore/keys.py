@@ -68,6 +68,12 @@ class RunKeys:
         return f"{self.prefix}:busy-workers"
 
     @property
+    def attempts_ended(self) -> str:
+        """The engine's attempts that ended by themselves (`workflow:attempt`), of an engine that
+        times attempts out itself and runs them again (Temporal): one it ran again unended timed out."""
+        return f"{self.prefix}:attempts-ended"
+
+    @property
     def given_up(self) -> str:
         """The jobs given up on (a task's FAILURE), by id, of an engine that keeps no record of them."""
         return f"{self.prefix}:given-up"

@@ -55,8 +55,19 @@ def rq_job() -> Job:
 
 def report_death(redis: Redis, prefix: str, cell: str, op: str, pid: int, signum: int) -> None:
     """Tell the controller that the process running the op's attempt died of a signal (its
-    worker saw it): an anomaly unless the controller killed it. A Redis gone by now is a run
-    ending (stopped, or failed and said so): nobody to tell."""
+    worker saw it): an anomaly unless the controller killed it."""
+    _report(redis, prefix, cell, op, pid, EventKind.HORSE_DIED, {"signal": signum})
+
+
+def report_overtaken(redis: Redis, prefix: str, cell: str, op: str, detail: str) -> None:
+    """Tell the controller that the engine timed out the op's latest attempt (`detail`, in the
+    engine's words): an anomaly unless the controller killed that attempt."""
+    _report(redis, prefix, cell, op, os.getpid(), EventKind.OVERTAKEN, {"detail": detail})
+
+
+def _report(redis: Redis, prefix: str, cell: str, op: str, pid: int, kind: EventKind, data: dict[str, Any]) -> None:
+    """An event about the op's latest attempt (its number as counted so far). A Redis gone by now
+    is a run ending (stopped, or failed and said so): nobody to tell."""
     from redis.exceptions import RedisError
 
     keys = RunKeys(prefix)
@@ -64,8 +75,7 @@ def report_death(redis: Redis, prefix: str, cell: str, op: str, pid: int, signum
         raw = redis.hget(keys.cell(cell).attempts, op)
         attempt = int(raw) if raw is not None else 0
         worker = os.environ.get(WORKER_ENV, "")
-        died = Event(EventKind.HORSE_DIED, cell, op, attempt, pid, worker, time.time(), {"signal": signum})
-        Bus(redis, keys).emit(died)
+        Bus(redis, keys).emit(Event(kind, cell, op, attempt, pid, worker, time.time(), data))
 
 
 class ControllerAbsent(RuntimeError):

@@ -31,7 +31,7 @@ from testbed.judge.observer import CellObservations, Sink
 from testbed.nemesis.changes import ScenarioChanges
 from testbed.nemesis.kills import HorseGone, Killing
 from testbed.nemesis.recovery import Recover, Recovery
-from testbed.nemesis.unplanned import ENDINGS, stranded_kill, unplanned_call, unplanned_death
+from testbed.nemesis.unplanned import ENDINGS, stranded_kill, unplanned_call, unplanned_death, unplanned_timeout
 
 # How often a wait on the provider checks that the stack's parts are alive.
 _WATCH_EVERY = 0.5
@@ -49,6 +49,7 @@ class _Cell:
     seen: CellObservations
     faults: frozenset[Fault] = frozenset()
     killed: set[tuple[str, int]] = field(default_factory=set)  # (op, pid) of every process it killed
+    killed_attempts: set[tuple[str, int]] = field(default_factory=set)  # (op, attempt) of every attempt it killed
     timeouts: dict[tuple[str, int], Hit] = field(default_factory=dict)  # waiting for the client to give up
     # Calls whose client gave up before the provider reached (and reported) their boundary:
     # on a busy machine the armed request can arrive there after the client timeout.
@@ -175,6 +176,7 @@ class Controller:
         finally:
             cell.endings.pop((hit.op, hit.attempt), None)
         cell.killed.update((hit.op, pid) for pid in [*kill.victims, *kill.already_gone])
+        cell.killed_attempts.add((hit.op, hit.attempt))
         for pid in kill.already_gone:
             cell.seen.anomaly(f"pid {pid} was already gone at {hit.hit}")
         cell.seen.note(
@@ -303,7 +305,7 @@ class Controller:
             return
         if event.kind in ENDINGS and _kills_horse(cell.plan, event):
             cell.endings.setdefault((event.op, event.attempt), []).append(event)
-        if event.kind in (EventKind.CALL_FAILED, EventKind.HORSE_DIED):
+        if event.kind in (EventKind.CALL_FAILED, EventKind.HORSE_DIED, EventKind.OVERTAKEN):
             self._unplanned(cell, event)
             return
         cell.seen.event(event)
@@ -320,9 +322,11 @@ class Controller:
                 self._let_go(cell, late)
 
     def _unplanned(self, cell: _Cell, event: Event) -> None:
-        """A failed call or a dead work-horse: an anomaly unless the plan made it."""
+        """A failed call, a dead work-horse or an engine's own timeout: an anomaly unless the plan made it."""
         if event.kind is EventKind.HORSE_DIED:
             text = unplanned_death(event.op, event.attempt, event.pid, int(event.data["signal"]), cell.killed)
+        elif event.kind is EventKind.OVERTAKEN:
+            text = unplanned_timeout(event.op, event.attempt, str(event.data["detail"]), cell.killed_attempts)
         else:
             armed = cell.plan.armed(seq_of(event.op))
             failure = CallFailure(event.data["failure"])

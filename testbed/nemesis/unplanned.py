@@ -50,6 +50,16 @@ def unplanned_death(op: str, attempt: int, pid: int, signum: int, killed: Collec
     )
 
 
+def unplanned_timeout(op: str, attempt: int, detail: str, killed: Collection[tuple[str, int]]) -> str | None:
+    """The anomaly an engine's own timeout of an attempt is (`detail`: the engine's words), or
+    None if the controller killed that attempt (`killed`: the (op, attempt) of every attempt it
+    killed in the cell): a killed attempt is noticed only when its timeout expires."""
+    if (op, attempt) in killed:
+        return None
+    where = f"{op} attempt {attempt}" if attempt else f"{op} before its first attempt"
+    return f"{where}: {detail} with no kill of the plan (the machine is too slow for that timeout: raise it)"
+
+
 # An attempt's reports that say it has ended, or is ending, the likeliest cause first.
 ENDINGS = (EventKind.CALL_FAILED, EventKind.CALL_TIMEOUT, EventKind.ATTEMPT_END)
 

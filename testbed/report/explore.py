@@ -54,7 +54,8 @@ def headline(found: Counterexample) -> str:
     """What the search found, in one line: a counterexample, or one that did not reproduce."""
     ops = found.schedule.get("ops", [])
     faults = sum(len(op.get("faults", [])) for op in ops)
-    shrunk = f"shrunk to {len(ops)} op{'s' * (len(ops) != 1)}, {faults} fault{'s' * (faults != 1)}"
+    # Found smallest first or shrunk to it, a counterexample is a smallest schedule that fails.
+    shrunk = f"smallest: {len(ops)} op{'s' * (len(ops) != 1)}, {faults} fault{'s' * (faults != 1)}"
     lab = found.found == "lab"
     if not found.confirmed:
         what = "the model and the run disagreed" if lab else "it broke the promise"

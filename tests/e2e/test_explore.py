@@ -51,7 +51,7 @@ def test_the_silent_loss_is_found_shrunk_confirmed_and_replayed(workdir: Path) -
     (words,) = found["words"]
     assert words.startswith(f"op 1: attempt 1 killed at {strike.boundary}; attempt 2 skipped: 0 effects")
     assert words.endswith("job finished: missing")
-    assert "COUNTEREXAMPLE for record-before: it breaks the promise; shrunk to 1 op, 1 fault" in ran.stdout
+    assert "COUNTEREXAMPLE for record-before: it breaks the promise; smallest: 1 op, 1 fault" in ran.stdout
     assert "reproduced 3 of 3 fresh runs" in ran.stdout and "coverage (struck / armed" in ran.stdout
     saved = store / "latest" / "counterexample.json"
     assert Schedule.decode(saved.read_text()) == schedule

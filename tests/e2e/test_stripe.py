@@ -1,15 +1,19 @@
 """The same stripe-python job, keyed by its op's id, on two Stripe sandboxes nobody here wrote:
 localstripe ignores `Idempotency-Key` (a retry after the destination took the request leaves two
-records), stripe-stateful-mock honours it (one). Judged from each sandbox's own records."""
+records), stripe-stateful-mock honours it (one). Judged from each sandbox's own records; and a
+job that looks for its PaymentIntent before it sends, kept even by localstripe."""
 
 from __future__ import annotations
 
+import collections
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import stripe
 
 from labcore.procs import free_port
 from tests.support.helpers import assert_left_nothing, run_testbed
@@ -66,6 +70,40 @@ def chaos(handler: str, reader: str, url: str, workdir: Path) -> list[str]:
 def test_localstripe_ignores_the_key_a_payment_intent_is_made_twice(workdir: Path, localstripe: Sandbox) -> None:
     row = chaos("payment_intent", "effects", localstripe.url, workdir)
     assert row == ["20", "/", "0", "20", "/", "0", "22", "/", "0", "!"]
+
+
+def payment_intents_by_cell(url: str) -> collections.Counter[str]:
+    """The PaymentIntents localstripe holds, read by the test itself, by cell id (the op ids' ledger)."""
+    client = stripe.StripeClient("sk_test_testbed", base_addresses={"api": url})
+    ops = [pi.metadata.to_dict()["op_id"] for pi in client.v1.payment_intents.list({"limit": 100}).auto_paging_iter()]
+    return collections.Counter(op.partition(":")[0].rsplit(".", 1)[1] for op in ops)
+
+
+def reconciled(boundary: str, fault: str, url: str, workdir: Path) -> dict[str, Any]:
+    """`reconciled`'s one cell on localstripe: its row, its counts checked against the test's own read."""
+    args = ["--handler", "examples.stripe_payments:reconciled", "--destination", url, "-b", boundary, "-f", fault]
+    args += ["--ops", str(OPS), "--destination-effect", "POST /v1/*", "--evidence", "examples.stripe_payments:effects"]
+    ran = run_testbed(args, workdir, timeout=600)
+    assert ran.code in (0, 1), ran.stderr
+    # The counts are localstripe's: what the test reads there itself.
+    assert {r["cell"]: r["effects"] for r in ran.json["rows"]} == dict(payment_intents_by_cell(url))
+    assert_left_nothing(ran)
+    return ran.row("examples.stripe_payments:reconciled", boundary)
+
+
+def test_a_job_that_looks_before_it_sends_is_kept_by_localstripe(workdir: Path, localstripe: Sandbox) -> None:
+    # The key is ignored there: only the lookup keeps the killed op's retry from a second PaymentIntent.
+    row = reconciled("after-effect", "kill", localstripe.url, workdir)
+    assert (row["verdict"], row["effects"], row["missingOperations"], row["duplicateEffects"]) == ("pass", OPS, 0, 0)
+    assert row["requests"] == OPS  # the killed ops' retries found their PaymentIntent and sent nothing
+
+
+def test_its_lookup_misses_a_create_still_held_on_its_way(workdir: Path, localstripe: Sandbox) -> None:
+    # `late`: the retry looks while the first create is held at the proxy, finds nothing, creates;
+    # then the held one is forwarded. The race of reconciliation, two PaymentIntents each.
+    row = reconciled("before-effect", "late", localstripe.url, workdir)
+    assert (row["effects"], row["missingOperations"], row["duplicateEffects"]) == (OPS + 2, 0, 2)
+    assert row["requests"] == OPS + 2
 
 
 def test_the_same_job_is_kept_by_stripe_stateful_mock_and_not_by_localstripe(

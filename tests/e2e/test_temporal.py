@@ -111,3 +111,17 @@ def _running_an_attempt(run: psutil.Process, workdir: Path) -> psutil.Process | 
             if pid in ours:
                 return psutil.Process(pid)
     return None
+
+
+def test_a_timeout_of_temporals_own_on_a_live_attempt_is_withheld(workdir: Path) -> None:
+    """An attempt that outlives its start-to-close timeout (as on a machine too busy for it; here a
+    job ten times slower than the timeout) is given up on by Temporal with no kill of the plan: the cell is
+    withheld, its op never scored as lost or failed."""
+    args = ["--engine", "temporal", "--delivery", "no-retry", "--start-to-close-timeout", "0.3"]
+    args += ["--heartbeat-timeout", "0.1", "--handler", "tests.support.userjobs:outlives_a_short_timeout"]
+    ran = run_testbed([*args, "-b", "none", "--ops", "2", "--no-store"], workdir, timeout=180)
+    assert ran.code == 3, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "Temporal gave up on its activity when a timeout of its own expired with no kill of the plan" in ran.stderr
+    (row,) = ran.json["rows"]
+    assert row["verdict"] == "withheld"
+    assert_left_nothing(ran)

@@ -152,6 +152,13 @@ def sleeps_then_sends(op_id: str, payload: dict[str, Any]) -> str:
     return send_with_requests(op_id, payload)
 
 
+def outlives_a_short_timeout(op_id: str, payload: dict[str, Any]) -> str:
+    """Three seconds before it sends: well past an engine's short timeout of its attempt, however
+    late the engine's timer fires on a busy machine."""
+    time.sleep(3.0)
+    return send_with_requests(op_id, payload)
+
+
 GIVES_UP = 0.01  # the client timeout of the stranded kill issue 58 met
 
 

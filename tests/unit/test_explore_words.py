@@ -127,7 +127,7 @@ def test_the_terminal_shows_the_coverage_and_the_counterexample() -> None:
         "timeout  after-effect    -          1/1",
     ]
     text = summary_text(results.explore)
-    assert "COUNTEREXAMPLE for retry-only: it breaks the promise; shrunk to 2 ops, 2 faults;" in text
+    assert "COUNTEREXAMPLE for retry-only: it breaks the promise; smallest: 2 ops, 2 faults;" in text
     assert "reproduced 3 of 3 fresh runs" in text
     assert text.endswith("replay it:\n  testbed chaos --schedule runs/x/counterexample.json -s retry-only")
 
@@ -155,7 +155,7 @@ def test_a_counterexample_that_never_reproduced_is_unconfirmed_everywhere() -> N
     assert results.explore.counterexample.confirmed is False
     text = summary_text(results.explore)
     assert "COUNTEREXAMPLE" not in text
-    assert "UNCONFIRMED for retry-only: it broke the promise in one trial (shrunk to 2 ops, 2 faults)" in text
+    assert "UNCONFIRMED for retry-only: it broke the promise in one trial (smallest: 2 ops, 2 faults)" in text
     assert "in none of its 3 fresh runs (reproduced 0 of 3)" in text
     assert text.endswith("replay it:\n  testbed chaos --schedule runs/x/counterexample.json -s retry-only")
     _, title, section = counterexample_section(results, {}, "")

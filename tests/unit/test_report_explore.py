@@ -152,7 +152,7 @@ def test_the_page_opens_with_the_counterexample_as_the_terminal_prints_it() -> N
     stored = results.rows[3]
     assert terminal.all_text() == explore.counterexample_text(results.explore.counterexample, stored, stored.history)
     lines = terminal.all_text().splitlines()
-    headline = "COUNTEREXAMPLE for retry-only: it breaks the promise; shrunk to 1 op, 2 faults; reproduced 2 of 2"
+    headline = "COUNTEREXAMPLE for retry-only: it breaks the promise; smallest: 1 op, 2 faults; reproduced 2 of 2"
     assert lines[0] == f"{headline} fresh runs"
     assert lines[1:4] == [f"  {WORDS[0]}", "replay it:", f"  {REPLAY}"]
     assert first.one("span", "replay").all_text() == f"  {REPLAY}\n"

@@ -20,7 +20,7 @@ from testbed.lab.options import RunOptions, every_nth
 from testbed.lab.session import Ran, client_timeouts, withheld
 from testbed.nemesis.controller import Controller
 from testbed.nemesis.kills import HorseGone, Kill
-from testbed.nemesis.unplanned import stranded_kill, unplanned_call, unplanned_death
+from testbed.nemesis.unplanned import stranded_kill, unplanned_call, unplanned_death, unplanned_timeout
 from testbed.report import findings
 from testbed.store.results import parse_row, row_json
 from tests.unit import test_controller
@@ -203,3 +203,17 @@ def test_the_runs_first_line_says_the_client_timeouts_and_which_to_raise() -> No
     )
     users = RunOptions([Cell("myjob:send", None, handler="myjob:send")], every_nth(10))
     assert client_timeouts(users).endswith("; a user's job's client keeps its own timeout (raise it there)")
+
+
+def test_an_engines_own_timeout_is_an_anomaly_unless_the_plan_killed_that_attempt() -> None:
+    said = "Temporal ran its activity again (its attempt 2) before the one in hand ended"
+    assert unplanned_timeout("t:op:3", 1, said, {("t:op:3", 1)}) is None  # killed: noticed at its timeout
+    text = unplanned_timeout("t:op:3", 2, said, {("t:op:3", 1)})
+    assert (
+        text
+        == f"t:op:3 attempt 2: {said} with no kill of the plan (the machine is too slow for that timeout: raise it)"
+    )
+    assert unplanned_timeout("t:op:4", 0, said, set()) == (
+        f"t:op:4 before its first attempt: {said} with no kill of the plan"
+        " (the machine is too slow for that timeout: raise it)"
+    )

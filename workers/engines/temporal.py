@@ -28,9 +28,11 @@ import functools
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -57,7 +60,7 @@ from labcore.engines.temporal import GIVEN_UP, WORKFLOW, Attempt, Order, activit
 from labcore.keys import RunKeys
 from labcore.prctl import die_with_parent
 from workers.engines import ENGINE_ENV as ENGINE_ENV  # the lab sets it in its Temporal workers' environment
-from workers.instrument import WORKER_ENV, Job, report_death
+from workers.instrument import WORKER_ENV, Job, report_death, report_overtaken
 
 # Set by the run in its Temporal workers' environment.
 PREFIX_ENV = "TESTBED_RUN_PREFIX"  # the run's keys
@@ -83,15 +86,17 @@ class OpWorkflow:
                 heartbeat_timeout=beat,
                 retry_policy=RetryPolicy(maximum_attempts=order.maximum_attempts),
             )
-        except ActivityError:
+        except ActivityError as error:
             # Temporal gave up on the attempt's activity: noted where the runner reads it, and
-            # the workflow fails (an ActivityError fails it, not just its task).
-            await _note_given_up()
+            # the workflow fails (an ActivityError fails it, not just its task). Given up on a
+            # timeout, the attempt was killed by the plan or met the timeout alive: the controller tells.
+            await _note_given_up(order.attempt, isinstance(error.cause, ActivityTimeout))
             raise
 
 
-async def _note_given_up() -> None:
-    await workflow.execute_activity(GIVEN_UP, workflow.info().workflow_id, start_to_close_timeout=timedelta(seconds=30))
+async def _note_given_up(attempt: Attempt | None = None, timed_out: bool = False) -> None:
+    note = GivenUp(workflow.info().workflow_id, attempt, timed_out)
+    await workflow.execute_activity(GIVEN_UP, note, start_to_close_timeout=timedelta(seconds=30))
 
 
 @activity.defn(name=activity_name(user=False))
@@ -109,9 +114,22 @@ async def user(attempt: Attempt) -> Any:
     return await _attempt(userjob.run, attempt)
 
 
+@dataclass(frozen=True, slots=True)
+class GivenUp:
+    """The workflow's note that Temporal gave up on its op's activity, and whether on a timeout
+    (a user's workflow's: neither its attempt nor whether it timed out, which it does not know)."""
+
+    workflow_id: str
+    attempt: Attempt | None
+    timed_out: bool
+
+
 @activity.defn(name=GIVEN_UP)
-async def given_up(workflow_id: str) -> None:
-    _redis().sadd(RunKeys(os.environ[PREFIX_ENV]).given_up, workflow_id)
+async def given_up(note: GivenUp) -> None:
+    redis = _redis()
+    redis.sadd(RunKeys(os.environ[PREFIX_ENV]).given_up, note.workflow_id)
+    if note.timed_out and note.attempt is not None:
+        _overtaken(redis, note.attempt, "Temporal gave up on its activity when a timeout of its own expired")
 
 
 class _Lab(Interceptor):
@@ -150,7 +168,7 @@ class _Attempts(ActivityInboundInterceptor):
             # Temporal's own hands (its executor, its context), this attempt armed meanwhile.
             return asyncio.run_coroutine_threadsafe(self.next.execute_activity(input), loop).result()
 
-        return await _attempt(functools.partial(userjob.run, function=call), Attempt.decode(raw), beats=False)
+        return await _attempt(functools.partial(userjob.run, function=call), Attempt.decode(raw), heartbeats=False)
 
 
 class _GivesUp(WorkflowInboundInterceptor):
@@ -163,20 +181,38 @@ class _GivesUp(WorkflowInboundInterceptor):
             raise
 
 
-async def _attempt(run: Callable[..., Any], a: Attempt, beats: bool = True) -> Any:
+async def _attempt(run: Callable[..., Any], a: Attempt, heartbeats: bool = True) -> Any:
     """The attempt in a thread of this process (its pid the one a kill is aimed at), the
-    activity heartbeating meanwhile where it has a heartbeat timeout (`beats`: the lab's own
-    activities; a user's heartbeats as its own code does)."""
-    timeout = activity.info().heartbeat_timeout
-    beating = asyncio.create_task(_heartbeats(timeout.total_seconds() / 4)) if timeout and beats else None
+    activity heartbeating meanwhile where it has a heartbeat timeout (`heartbeats`: the lab's own
+    activities; a user's heartbeats as its own code does). An attempt Temporal runs again
+    although the one before did not end by itself was killed, or timed out alive."""
+    info = activity.info()
+    redis = _redis()
+    ended = RunKeys(a.spec["prefix"]).attempts_ended
+    if info.attempt > 1 and not redis.sismember(ended, f"{info.workflow_id}:{info.attempt - 1}"):
+        said = f"Temporal ran its activity again (its attempt {info.attempt}) before the one in hand ended"
+        _overtaken(redis, a, said)
+    timeout = info.heartbeat_timeout
+    beats = _Beats(timeout.total_seconds()) if timeout and heartbeats else None
+    beating = asyncio.create_task(beats.run()) if beats else None
     in_hand = _in_hand()
     in_hand.write_text(f"{os.getpid()}\n{a.spec['prefix']}\n{a.spec['cell']}\n{a.op}")
     try:
-        return await asyncio.to_thread(run, Job(_redis(), a.enqueued), a.spec, a.op, a.seq)
+        return await asyncio.to_thread(run, Job(redis, a.enqueued), a.spec, a.op, a.seq)
     finally:
-        in_hand.unlink(missing_ok=True)
         if beating is not None:
             beating.cancel()
+        # Ended in time, before Temporal hears of it; one that outlived a timeout did not end for Temporal.
+        limit = info.start_to_close_timeout
+        late = limit is not None and time.time() - info.started_time.timestamp() > limit.total_seconds()
+        if not late and (beats is None or beats.kept):
+            redis.sadd(ended, f"{info.workflow_id}:{info.attempt}")
+        in_hand.unlink(missing_ok=True)
+
+
+def _overtaken(redis: Redis, a: Attempt, said: str) -> None:
+    """Temporal timed the op's latest attempt out: the controller tells a kill's from the machine's."""
+    report_overtaken(redis, a.spec["prefix"], a.spec["cell"], a.op, said)
 
 
 def _in_hand() -> Path:
@@ -203,10 +239,22 @@ def _report_death(pid: int, status: int) -> None:
         redis.close()
 
 
-async def _heartbeats(every: float) -> None:
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(every)
+class _Beats:
+    """The activity's heartbeats, four per heartbeat timeout, and whether they kept within it
+    (a machine so busy that the loop stalled longer lets Temporal time the attempt out alive)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.kept = True
+
+    async def run(self) -> None:
+        last = time.monotonic()
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(self.timeout / 4)
+            now = time.monotonic()
+            self.kept = self.kept and now - last <= self.timeout
+            last = now
 
 
 @functools.cache
