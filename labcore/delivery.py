@@ -10,7 +10,12 @@ from labcore.choices import pick
 from labcore.engines import celery, temporal
 from labcore.redelivery import Redelivery, Setting
 
-SETTINGS: dict[str, Setting] = {**celery.SETTINGS, celery.APP: celery.APP_SETTING, **temporal.SETTINGS}
+SETTINGS: dict[str, Setting] = {
+    **celery.SETTINGS,
+    celery.APP: celery.APP_SETTING,
+    **temporal.SETTINGS,
+    temporal.WORKFLOW_OWN: temporal.WORKFLOW_SETTING,
+}
 
 
 def askable(engine: str | None = None) -> list[str]:

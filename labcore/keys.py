@@ -78,6 +78,17 @@ class RunKeys:
         """The jobs given up on (a task's FAILURE), by id, of an engine that keeps no record of them."""
         return f"{self.prefix}:given-up"
 
+    @property
+    def orders(self) -> str:
+        """Each job's attempt (a hash by job id), where an engine's message carries only the
+        user's own arguments: a user's Temporal workflow, started with the op's payload."""
+        return f"{self.prefix}:orders"
+
+    @property
+    def workflow_type(self) -> str:
+        """The type a user's Temporal workflow registered under, as the run's workers found it."""
+        return f"{self.prefix}:workflow-type"
+
     def cell(self, cell: str) -> CellKeys:
         return CellKeys(f"{self.prefix}:cell:{cell}")
 

@@ -36,6 +36,10 @@ Celery's delivery settings, or a task of the user's own app under its own option
     rows = lab.run("myapp.tasks:send", celery_app="myapp.celery:app")
     lab.explore("myapp.jobs:send", engine="celery", delivery="acks-late", budget=50)
 
+On Temporal, an activity of the user's own workflow, registered with it on the lab's worker:
+
+    rows = lab.run("myapp.activities:send", temporal_workflow="myapp.workflows:Send")
+
 A lab's workers are RQ's: its first run on Celery starts a stack of its own with Celery's
 workers (one per Celery configuration), kept for its later runs and stopped with the lab.
 Nothing of Celery is imported until then.
@@ -188,6 +192,7 @@ class Lab:
         visibility_timeout: int | None = None,
         start_to_close_timeout: float | None = None,
         heartbeat_timeout: float | None = None,
+        temporal_workflow: str | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -199,7 +204,8 @@ class Lab:
         the handlers' work-horses (the workers are already running). On Celery
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
         named), or the handler, a task of `celery_app` (`module:app`), under its own options; on
-        Temporal (`engine="temporal"`), once per recovery setting, under the activity's timeouts.
+        Temporal (`engine="temporal"`), once per recovery setting, under the activity's timeouts,
+        or the handler an activity of `temporal_workflow` (`module:Workflow`), under its retry policy.
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
         judged by `evidence` (`module:function`), as `testbed chaos --destination` does;
         `destination_command` starts that sandbox for this run and stops it after, as
@@ -235,6 +241,7 @@ class Lab:
                 visibility_timeout,
                 start_to_close_timeout,
                 heartbeat_timeout,
+                temporal_workflow,
                 PLUGIN,
             ),
             retries=retries,
@@ -285,6 +292,7 @@ class Lab:
         visibility_timeout: int | None = None,
         start_to_close_timeout: float | None = None,
         heartbeat_timeout: float | None = None,
+        temporal_workflow: str | None = None,
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -321,6 +329,7 @@ class Lab:
                 visibility_timeout,
                 start_to_close_timeout,
                 heartbeat_timeout,
+                temporal_workflow,
                 PLUGIN,
             ),
             budget,

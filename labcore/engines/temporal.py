@@ -21,6 +21,7 @@ comes back in seconds rather than in the minutes production often sets.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -59,6 +60,11 @@ SETTINGS: dict[str, Setting] = {
         Redelivery(0, 0, 0),
     ),
 }
+
+# A user's own workflow (`--temporal-workflow`): its activity runs under the retry policy and
+# timeouts the workflow gives it, which the model does not know.
+WORKFLOW_OWN = "workflow"
+WORKFLOW_SETTING = Setting(ENGINE, "the workflow's own retry policy and timeouts", {}, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,14 @@ class Attempt:
     op: str
     seq: int
     enqueued: float
+
+    def encode(self) -> str:
+        return json.dumps({"spec": self.spec, "op": self.op, "seq": self.seq, "enqueued": self.enqueued})
+
+    @classmethod
+    def decode(cls, raw: str | bytes) -> Attempt:
+        fields = json.loads(raw)
+        return cls(fields["spec"], fields["op"], fields["seq"], fields["enqueued"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,14 @@ class StackArgs:
             help="Run --handler, a task of your Celery app, with its own options (implies --engine celery).",
         ),
     ] = None
+    workflow: Annotated[
+        str | None,
+        Option(
+            "--temporal-workflow",
+            metavar="MODULE:WORKFLOW",
+            help="Your Temporal workflow, --handler its activity, under its own policy (implies --engine temporal).",
+        ),
+    ] = None
     visibility_timeout: Annotated[
         int | None,
         Option(
@@ -197,6 +205,7 @@ class StackArgs:
             self.visibility_timeout,
             self.start_to_close_timeout,
             self.heartbeat_timeout,
+            self.workflow,
         )
 
 

@@ -18,10 +18,15 @@ ENGINES: dict[str, type[Engine]] = {RQ.name: RQ, Celery.name: Celery, Temporal.n
 
 
 def engine_of(choice: EngineChoice) -> type[Engine]:
-    """The engine a choice names (a user's app: the engine that runs one's tasks); a UsageError
-    if there is none by that name."""
+    """The engine a choice names (a user's app: Celery, a user's workflow: Temporal); a
+    UsageError if there is none by that name."""
+    if choice.app is not None and choice.workflow is not None:
+        s = choice.spelling
+        raise UsageError(f"{s.app} is a Celery app's, {s.workflow} a Temporal workflow's: not both")
     if choice.app is not None:
-        return next(e for e in ENGINES.values() if e.takes_app)
+        return Celery
+    if choice.workflow is not None:
+        return Temporal
     try:
         return ENGINES[choice.engine]
     except KeyError:

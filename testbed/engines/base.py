@@ -88,6 +88,7 @@ class Spelling:
     engine: str = "--engine"
     delivery: str = "--delivery"
     app: str = "--celery-app"
+    workflow: str = "--temporal-workflow"
     visibility_timeout: str = "--visibility-timeout"
     start_to_close_timeout: str = "--start-to-close-timeout"
     heartbeat_timeout: str = "--heartbeat-timeout"
@@ -102,6 +103,7 @@ PLUGIN = Spelling(
     "engine=",
     "delivery=",
     "celery_app=",
+    "temporal_workflow=",
     "visibility_timeout=",
     "start_to_close_timeout=",
     "heartbeat_timeout=",
@@ -114,7 +116,8 @@ PLUGIN = Spelling(
 class EngineChoice:
     """The engine asked for, as given: its name, the delivery settings (none: all of the
     engine's), a user's own app (`module:app`) whose task runs the handler, the broker's
-    visibility timeout, and an activity's timeouts."""
+    visibility timeout, an activity's timeouts, and a user's own Temporal workflow
+    (`module:Workflow`) whose activity the handler is."""
 
     engine: str = "rq"
     deliveries: tuple[str, ...] = ()
@@ -123,6 +126,7 @@ class EngineChoice:
     # Temporal's activity timeouts, seconds (None: the engine's defaults).
     start_to_close_timeout: float | None = None
     heartbeat_timeout: float | None = None
+    workflow: str | None = None
     spelling: Spelling = field(default=COMMAND_LINE, compare=False)
 
 
@@ -163,8 +167,6 @@ class Engine(Protocol):
     # The controller may bring a dead worker's jobs back at once (RQ's forced recovery); where
     # it cannot, a search kills no whole worker (the broker would keep its jobs past any trial).
     recovers_by_force: ClassVar[bool]
-    # It runs a task of the user's own app (`EngineChoice.app`).
-    takes_app: ClassVar[bool]
     # The distributions whose releases a run on it records, beside the lab's own.
     versions: ClassVar[tuple[str, ...]]
 

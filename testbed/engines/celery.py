@@ -62,7 +62,6 @@ class Celery:
     label: ClassVar[str] = "Celery"
     waits_for_horses: ClassVar[bool] = False  # a pool child lives as long as its worker
     recovers_by_force: ClassVar[bool] = False  # the broker brings a message back, or nothing does
-    takes_app: ClassVar[bool] = True
     versions: ClassVar[tuple[str, ...]] = ("celery", "kombu")
 
     @classmethod

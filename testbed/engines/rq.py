@@ -38,7 +38,6 @@ class RQ:
     label: ClassVar[str] = "RQ"
     waits_for_horses: ClassVar[bool] = True
     recovers_by_force: ClassVar[bool] = True
-    takes_app: ClassVar[bool] = False
     versions: ClassVar[tuple[str, ...]] = ()
 
     @classmethod

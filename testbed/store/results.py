@@ -293,6 +293,9 @@ class GivenOptions(Record):
     redis: Literal["private", "shared"] | None = None
     engine: Literal["celery", "temporal"] | None = Field(None, description="The queue the jobs ran on, when not RQ.")
     celery_app: str | None = Field(None, description="The user's Celery app whose task ran (--celery-app).")
+    temporal_workflow: str | None = Field(
+        None, description="The user's Temporal workflow whose activity ran (--temporal-workflow)."
+    )
     visibility_timeout: int | None = Field(
         None, description="Celery: seconds before the broker restored a killed worker's unacknowledged task."
     )

@@ -53,3 +53,18 @@ def test_a_function_as_the_activity_is_retried_by_the_default_policy_and_not_wit
     assert (once.effects, once.duplicate_effects, once.missing_operations, once.jobs_failed) == (10, 0, 0, 2)
     with pytest.raises(AssertionError, match=r"retry: .*:post @ after-effect \(kill\): exactly-once: 2 ops duplicated"):
         rows.assert_exactly_once()
+
+
+def test_an_activity_of_the_users_own_workflow_runs_under_its_own_retry_policy(lab: Lab) -> None:
+    rows = lab.run(
+        "tests.support.temporal_user:send_naive",
+        temporal_workflow="tests.support.temporal_user:NaiveSend",
+        boundaries=["after-effect"],
+        ops=4,
+        every=2,
+        paths=[ROOT],
+    )
+    (row,) = rows
+    # Retried by the workflow's own policy once its 5 s timeout expired: both killed ops sent twice.
+    assert row.cell.delivery == "workflow"
+    assert (row.counts.effects, row.counts.duplicate_effects, row.counts.missing_operations) == (6, 2, 0)

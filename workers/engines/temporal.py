@@ -12,6 +12,12 @@ activity with the setting's retry policy and the run's timeouts; once Temporal h
 given up on the activity, the workflow notes it under the run's keys (the runner's
 `failed`) and fails.
 
+With a user's own workflow (`WORKFLOW_ENV`), the process registers it and its activity (the
+handler), unchanged, as the user's worker would, and the lab's interceptor (`_Lab`) runs
+each execution of that activity as one attempt of the workflow's op, the activity itself
+called inside it, its retry policy and timeouts the workflow's; a workflow that fails is
+noted as the lab's is.
+
 Nothing here is imported by an RQ or a Celery run.
 """
 
@@ -24,7 +30,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -34,9 +41,18 @@ from redis import Redis
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    ExecuteWorkflowInput,
+    Interceptor,
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
 
 from labcore import connections
 from labcore.credentials import RQ_URL_ENV
@@ -52,6 +68,9 @@ ADDRESS_ENV = "TESTBED_TEMPORAL_ADDRESS"  # the dev server's frontend, host:port
 QUEUE_ENV = "TESTBED_TEMPORAL_QUEUE"  # the run's task queue
 NAMESPACE_ENV = "TESTBED_TEMPORAL_NAMESPACE"
 STATE_ENV = "TESTBED_TEMPORAL_STATE"  # a directory of the run's: each worker's attempt in hand
+WORKFLOW_ENV = "TESTBED_TEMPORAL_WORKFLOW"  # the user's workflow class, package.module:attribute
+ACTIVITY_ENV = "TESTBED_TEMPORAL_ACTIVITY"  # its activity under test, package.module:attribute
+PATHS_ENV = "TESTBED_TEMPORAL_PATHS"  # os.pathsep-separated, put on sys.path before their import
 
 
 @workflow.defn(name=WORKFLOW)
@@ -71,13 +90,13 @@ class OpWorkflow:
             # Temporal gave up on the attempt's activity: noted where the runner reads it, and
             # the workflow fails (an ActivityError fails it, not just its task). Given up on a
             # timeout, the attempt was killed by the plan or met the timeout alive: the controller tells.
-            timed_out = isinstance(error.cause, ActivityTimeout)
-            await workflow.execute_activity(
-                GIVEN_UP,
-                GivenUp(workflow.info().workflow_id, order.attempt, timed_out),
-                start_to_close_timeout=timedelta(seconds=30),
-            )
+            await _note_given_up(order.attempt, isinstance(error.cause, ActivityTimeout))
             raise
+
+
+async def _note_given_up(attempt: Attempt | None = None, timed_out: bool = False) -> None:
+    note = GivenUp(workflow.info().workflow_id, attempt, timed_out)
+    await workflow.execute_activity(GIVEN_UP, note, start_to_close_timeout=timedelta(seconds=30))
 
 
 @activity.defn(name=activity_name(user=False))
@@ -97,10 +116,11 @@ async def user(attempt: Attempt) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class GivenUp:
-    """The workflow's note that Temporal gave up on its op's activity, and whether on a timeout."""
+    """The workflow's note that Temporal gave up on its op's activity, and whether on a timeout
+    (a user's workflow's: neither its attempt nor whether it timed out, which it does not know)."""
 
     workflow_id: str
-    attempt: Attempt
+    attempt: Attempt | None
     timed_out: bool
 
 
@@ -108,14 +128,64 @@ class GivenUp:
 async def given_up(note: GivenUp) -> None:
     redis = _redis()
     redis.sadd(RunKeys(os.environ[PREFIX_ENV]).given_up, note.workflow_id)
-    if note.timed_out:
+    if note.timed_out and note.attempt is not None:
         _overtaken(redis, note.attempt, "Temporal gave up on its activity when a timeout of its own expired")
 
 
-async def _attempt(run: Callable[[Job, dict[str, Any], str, int], Any], a: Attempt) -> Any:
+class _Lab(Interceptor):
+    """On a user's workflow's worker: each execution of the activity under test (by its type)
+    one attempt of the workflow's op, and a workflow that fails noted as given up on."""
+
+    def __init__(self, activity_type: str) -> None:
+        self._type = activity_type
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Attempts(next, self._type)
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+        return _GivesUp
+
+
+class _Attempts(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, activity_type: str) -> None:
+        super().__init__(next)
+        self._type = activity_type
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        from workers import userjob
+
+        info = activity.info()
+        if info.activity_type != self._type:
+            return await self.next.execute_activity(input)
+        orders = RunKeys(os.environ[PREFIX_ENV]).orders
+        raw = await asyncio.to_thread(_redis().hget, orders, info.workflow_id or "")
+        if raw is None:
+            raise RuntimeError(f"workflow {info.workflow_id} is none of the run's ops")
+        loop = asyncio.get_running_loop()
+
+        def call(op_id: str, payload: dict[str, Any]) -> Any:
+            # The activity as its workflow called it, with the workflow's arguments, in
+            # Temporal's own hands (its executor, its context), this attempt armed meanwhile.
+            return asyncio.run_coroutine_threadsafe(self.next.execute_activity(input), loop).result()
+
+        return await _attempt(functools.partial(userjob.run, function=call), Attempt.decode(raw), heartbeats=False)
+
+
+class _GivesUp(WorkflowInboundInterceptor):
+    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        try:
+            return await self.next.execute_workflow(input)
+        except FailureError:
+            # The workflow fails (its activity given up on, or its own error): noted as the lab's is.
+            await _note_given_up()
+            raise
+
+
+async def _attempt(run: Callable[..., Any], a: Attempt, heartbeats: bool = True) -> Any:
     """The attempt in a thread of this process (its pid the one a kill is aimed at), the
-    activity heartbeating meanwhile where it has a heartbeat timeout. An attempt Temporal runs
-    again although the one before did not end by itself was killed, or timed out alive."""
+    activity heartbeating meanwhile where it has a heartbeat timeout (`heartbeats`: the lab's own
+    activities; a user's heartbeats as its own code does). An attempt Temporal runs again
+    although the one before did not end by itself was killed, or timed out alive."""
     info = activity.info()
     redis = _redis()
     ended = RunKeys(a.spec["prefix"]).attempts_ended
@@ -123,7 +193,7 @@ async def _attempt(run: Callable[[Job, dict[str, Any], str, int], Any], a: Attem
         said = f"Temporal ran its activity again (its attempt {info.attempt}) before the one in hand ended"
         _overtaken(redis, a, said)
     timeout = info.heartbeat_timeout
-    beats = _Beats(timeout.total_seconds()) if timeout else None
+    beats = _Beats(timeout.total_seconds()) if timeout and heartbeats else None
     beating = asyncio.create_task(beats.run()) if beats else None
     in_hand = _in_hand()
     in_hand.write_text(f"{os.getpid()}\n{a.spec['prefix']}\n{a.spec['cell']}\n{a.op}")
@@ -226,13 +296,44 @@ def serve(argv: list[str]) -> None:
             raise SystemExit(f"the Temporal worker process {child} failed (exit {os.waitstatus_to_exitcode(status)})")
 
 
+def check_tasks(workflow_spec: str, found: Any, activities: Mapping[str, Any]) -> str | None:
+    """Why `found` (imported from `workflow_spec`) is not a Temporal workflow, or one of
+    `activities` (by spec) not an activity; None if they are (the handlers' import check)."""
+    if not isinstance(found, type) or workflow._Definition.from_class(found) is None:
+        return f"--temporal-workflow {workflow_spec}: not a Temporal workflow (no @workflow.defn class)"
+    for spec, fn in activities.items():
+        if activity._Definition.from_callable(fn) is None:
+            return f"handler {spec}: not a Temporal activity (no @activity.defn)"
+    return None
+
+
+def _users() -> tuple[list[type], list[Callable[..., Any]], list[Interceptor]]:
+    """The user's workflow and activity (and the lab's interceptor), if the run has them, and
+    the lab's own workflow and activities otherwise."""
+    spec = os.environ.get(WORKFLOW_ENV)
+    if spec is None:
+        return [OpWorkflow], [builtin, user, given_up], []
+    from workers import specs, userjob  # noqa: F401  (userjob instruments the HTTP clients)
+
+    paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
+    found, fn = specs.find(spec, paths), specs.find(os.environ[ACTIVITY_ENV], paths)
+    defined, performed = workflow._Definition.must_from_class(found), activity._Definition.must_from_callable(fn)
+    # Where the lab starts the op's workflows: by the type it is registered under.
+    _redis().set(RunKeys(os.environ[PREFIX_ENV]).workflow_type, defined.name or found.__name__)
+    return [found], [fn, given_up], [_Lab(performed.name or fn.__name__)]
+
+
 async def _work(name: str) -> None:
     client = await Client.connect(os.environ[ADDRESS_ENV], namespace=os.environ[NAMESPACE_ENV])
+    workflows, activities, interceptors = _users()
     worker = Worker(
         client,
         task_queue=os.environ[QUEUE_ENV],
-        workflows=[OpWorkflow],
-        activities=[builtin, user, given_up],
+        workflows=workflows,
+        activities=activities,
+        interceptors=interceptors,
+        # A user's activity may be a plain function: Temporal runs it in this executor's thread.
+        activity_executor=ThreadPoolExecutor(1) if interceptors else None,
         # One attempt at a time, as one work-horse per RQ worker; the lab's code runs outside
         # Temporal's workflow sandbox, and no workflow stays cached on a process that may be killed.
         max_concurrent_activities=1,
