@@ -13,7 +13,11 @@ model to it):
   process's activity is noticed once its heartbeats stop for that long, well before
   the start_to_close_timeout, and retried alike;
 - `maximum_attempts=1`: nothing is retried, whatever ended the attempt; the workflow
-  fails, once a dead process's activity has timed out.
+  fails, once a dead process's activity has timed out;
+- the default retry policy with the activity's errors non-retryable (it raises
+  `ApplicationError(non_retryable=True)`, as an activity does for an error that another
+  try would not mend): an attempt that raised is not retried and the workflow fails, while
+  one whose process died is retried once its start_to_close_timeout expires.
 
 The timeouts are the run's (`Timeouts`): short by default, so that a killed activity
 comes back in seconds rather than in the minutes production often sets.
@@ -21,6 +25,7 @@ comes back in seconds rather than in the minutes production often sets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from enum import StrEnum
@@ -37,6 +42,7 @@ class Recovery(StrEnum):
     RETRY = "retry"
     HEARTBEAT = "heartbeat"
     NO_RETRY = "no-retry"
+    NON_RETRYABLE = "non-retryable"
 
 
 # `options`: what the workflow passes beside the run's timeouts (`maximum_attempts`: 0, no limit).
@@ -58,6 +64,12 @@ SETTINGS: dict[str, Setting] = {
         "maximum_attempts=1, start_to_close_timeout",
         {"maximum_attempts": 1, "heartbeat": False},
         Redelivery(0, 0, 0),
+    ),
+    Recovery.NON_RETRYABLE: Setting(
+        ENGINE,
+        "the default retry policy, start_to_close_timeout; the activity's errors non-retryable",
+        {"maximum_attempts": 0, "heartbeat": False, "errors_retried": False},
+        Redelivery(FOR_EVER, FOR_EVER, 0),
     ),
 }
 
@@ -110,14 +122,16 @@ class Attempt:
     op: str
     seq: int
     enqueued: float
+    errors_retried: bool = True  # False: an error the attempt raises is non-retryable (the setting's)
 
     def encode(self) -> str:
-        return json.dumps({"spec": self.spec, "op": self.op, "seq": self.seq, "enqueued": self.enqueued})
+        fields = {"spec": self.spec, "op": self.op, "seq": self.seq, "enqueued": self.enqueued}
+        return json.dumps({**fields, "errorsRetried": self.errors_retried})
 
     @classmethod
     def decode(cls, raw: str | bytes) -> Attempt:
         fields = json.loads(raw)
-        return cls(fields["spec"], fields["op"], fields["seq"], fields["enqueued"])
+        return cls(fields["spec"], fields["op"], fields["seq"], fields["enqueued"], fields.get("errorsRetried", True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,4 +149,6 @@ class Order:
 def order(activity: str, recovery: str, timeouts: Timeouts, attempt: Attempt) -> Order:
     """The workflow input of an op's job under a setting."""
     beat = timeouts.heartbeat if heartbeats(recovery) else None
+    retried = bool(SETTINGS[recovery].options.get("errors_retried", True))
+    attempt = dataclasses.replace(attempt, errors_retried=retried)
     return Order(activity, attempt, timeouts.start_to_close, beat, maximum_attempts(recovery))

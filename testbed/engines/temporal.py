@@ -270,7 +270,11 @@ class TemporalJobs:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="temporal-client", daemon=True)
         self._thread.start()
-        self._client: Client = self._call(Client.connect(address, namespace=NAMESPACE))
+        try:
+            self._client: Client = self._call(Client.connect(address, namespace=NAMESPACE))
+        except RuntimeError as exc:  # the SDK's bridge: "Failed client connect"
+            self.close()
+            raise ConnectionError(f"the Temporal client could not connect to {address}: {exc}") from exc
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         import asyncio

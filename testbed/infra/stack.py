@@ -24,7 +24,7 @@ from labcore.procs import stop_all
 from provider.store import LogReader, ReferenceRecord
 from testbed.engines.base import Engine, JobQueue, RQTimers
 from testbed.engines.rq import RQ
-from testbed.errors import SetupError
+from testbed.errors import RunFailure, SetupError
 from testbed.infra import leftovers
 from testbed.infra.engine_server import EngineServer
 from testbed.infra.liveness import PartDied, shows_dead, stopped
@@ -159,7 +159,11 @@ class RunStack(ABC):
 
     def job_queue(self, retries: int) -> JobQueue:
         """Where the run's jobs go: its engine's queue (`retries`: RQ's `Retry(max=retries)`)."""
-        jobs = self.engine.job_queue(self.redis, self.redis_url, self.keys, retries)
+        try:
+            jobs = self.engine.job_queue(self.redis, self.redis_url, self.keys, retries)
+        except OSError as exc:  # its server did not answer: name the part if one died
+            shows_dead(self.check)
+            raise RunFailure(f"the run could not reach its queue: {type(exc).__name__}: {exc}") from None
         self._exit.callback(jobs.close)
         return jobs
 

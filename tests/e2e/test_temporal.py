@@ -51,6 +51,25 @@ def test_the_article_cells_under_retry_and_no_retry_match_the_model(workdir: Pat
     assert_left_nothing(ran)
 
 
+def test_non_retryable_errors_lose_a_timed_out_call_and_retry_a_killed_one(workdir: Path) -> None:
+    """The attempt that raised (its call timed out) is not run again and its workflow fails; the
+    killed one is, once its timeout expires: every cell as the model predicts."""
+    args = ["--engine", "temporal", "--delivery", "non-retryable", "-s", "retry-only", "-s", "provider-key"]
+    args += ["-b", "before-effect", "-b", "after-effect", "-f", "kill", "-f", "timeout", *FAST]
+    ran = run_testbed([*args, "--ops", "5", "--every", "5", "--workers", "8", "--parallel", "8", "--no-store"], workdir)
+    assert ran.code == 0, ran.stderr
+    rows = ran.json["rows"]
+    assert len(rows) == 8 and all(r["verdict"] == "pass" for r in rows)
+
+    def cell(strategy: str, boundary: str, fault: str) -> tuple[int, int, int]:
+        row = ran.row(strategy, boundary, fault=fault)
+        return row["effects"], row["missingOperations"], row["jobsFailed"]
+
+    assert cell("retry-only", "after-effect", "kill") == (6, 0, 0)  # retried once it timed out: sent twice
+    assert cell("provider-key", "before-effect", "timeout") == (4, 1, 1)  # raised: never run again
+    assert_left_nothing(ran)
+
+
 def test_the_dev_servers_death_is_named_and_ends_the_run_with_exit_3(workdir: Path) -> None:
     args = ["--engine", "temporal", "--delivery", "no-retry", "-s", "retry-only", "--ops", "2000", "--no-store"]
     proc, _, _ = start_testbed(args, workdir)

@@ -39,6 +39,8 @@ def test_rqs_retry_is_one_budget_for_every_cause() -> None:
         ("retry", True, True, True),
         ("heartbeat", True, True, True),
         ("no-retry", False, False, False),
+        # Its errors non-retryable: a killed activity times out and is retried; one that raised is not.
+        ("non-retryable", True, True, False),
     ],
 )
 def test_each_setting_says_what_runs_again(delivery: str, lost: bool, worker: bool, error: bool) -> None:
@@ -119,7 +121,7 @@ def test_cells_run_once_per_setting_and_bad_engine_choices_are_refused() -> None
 
 def test_temporals_settings_are_its_own_and_its_timeouts_are_refused_elsewhere() -> None:
     temporal = EngineChoice("temporal")
-    assert settings(temporal) == ["retry", "heartbeat", "no-retry"]
+    assert settings(temporal) == ["retry", "heartbeat", "no-retry", "non-retryable"]
     assert settings(EngineChoice("temporal", ("no-retry",))) == ["no-retry"]
     # Temporal's default retry policy has no maximum of attempts: a killed activity is retried for ever.
     assert redelivery("retry", 1).again([LOST] * 50) and redelivery("retry", 1).again([ERROR] * 50)

@@ -41,7 +41,7 @@ from redis import Redis
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -199,6 +199,13 @@ async def _attempt(run: Callable[..., Any], a: Attempt, heartbeats: bool = True)
     in_hand.write_text(f"{os.getpid()}\n{a.spec['prefix']}\n{a.spec['cell']}\n{a.op}")
     try:
         return await asyncio.to_thread(run, Job(redis, a.enqueued), a.spec, a.op, a.seq)
+    except Exception as error:
+        if a.errors_retried:
+            raise
+        # The setting's: an error another try would not mend, as an activity says it.
+        raise ApplicationError(
+            f"{type(error).__name__}: {error}", type=type(error).__name__, non_retryable=True
+        ) from error
     finally:
         if beating is not None:
             beating.cancel()
