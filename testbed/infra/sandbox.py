@@ -18,15 +18,12 @@ import contextlib
 import re
 import shlex
 import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from labcore.procs import guarded, spawn, stop_all, stop_session
-from testbed.errors import SetupError, UsageError
-from testbed.infra.liveness import check_alive, last_line
+from testbed.errors import UsageError
+from testbed.infra.started import StartedPart
 
 ANSWER_WITHIN = 5.0  # seconds a destination has to answer one of the lab's checks
 READY_WITHIN = 60.0  # seconds a sandbox has to answer at its URL (moto's server starts in about 2)
@@ -132,62 +129,24 @@ def answers(url: str, within: float = ANSWER_WITHIN) -> str | None:
     return None
 
 
-class Sandbox:
-    """One started sandbox: `launch`, `wait_ready`, `check` while the run goes, `stop`."""
-
-    def __init__(self, command: SandboxCommand, workdir: Path) -> None:
-        self.command = command
-        self.log = workdir / LOG
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def name(self) -> str:
-        return f"the destination's sandbox ({self.command.spelled})"
-
-    def launch(self) -> None:
-        # Its own session (a Ctrl-C reaches only the lab, which stops it in order), and killed
-        # by the kernel if the lab dies without cleaning up.
-        self._proc = spawn(guarded(self.command.argv), self.log)
-
-    def wait_ready(self, timeout: float = READY_WITHIN) -> None:
-        """Until the destination answers at its URL; SetupError naming the command if it exits first
-        or does not answer within `timeout`."""
-        assert self._proc is not None
-        deadline = time.monotonic() + timeout
-        url = self.command.url
-        while True:
-            if (code := self._proc.poll()) is not None:
-                raise SetupError(
-                    f"{self.name} exited (exit {code}) before --destination {url} answered;"
-                    f" last log line: {last_line(self.log)}"
-                )
-            why = answers(url, within=1.0)
-            if why is None:
-                return
-            if time.monotonic() > deadline:
-                raise SetupError(f"{self.name} did not answer at --destination {url} within {timeout:.0f} s ({why})")
-            time.sleep(0.05)
-
-    def check(self) -> None:
-        check_alive(self.name, self._proc, self.log)
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    def stop(self) -> None:
-        """It and every process it started: those below it, then what is left in its session."""
-        if self._proc is None:
-            return
-        proc, self._proc = self._proc, None
-        stop_all([proc])
-        stop_session(proc.pid)
+def sandbox_part(command: SandboxCommand, workdir: Path) -> StartedPart:
+    """One sandbox, to `launch`, `wait_ready` until the destination answers at its URL, `check`
+    while the run goes and `stop`."""
+    url = command.url
+    return StartedPart(
+        f"the destination's sandbox ({command.spelled})",
+        command.argv,
+        workdir / LOG,
+        lambda: answers(url, within=1.0),
+        f"answer at --destination {url}",
+        READY_WITHIN,
+    )
 
 
 @contextlib.contextmanager
-def running(command: SandboxCommand, workdir: Path) -> Iterator[Sandbox]:
+def running(command: SandboxCommand, workdir: Path) -> Iterator[StartedPart]:
     """A sandbox started and answering; stopped, with all it started, on leaving."""
-    sandbox = Sandbox(command, workdir)
+    sandbox = sandbox_part(command, workdir)
     try:
         sandbox.launch()
         sandbox.wait_ready()

@@ -26,11 +26,12 @@ from testbed.engines.base import Engine, JobQueue, RQTimers
 from testbed.engines.rq import RQ
 from testbed.errors import RunFailure, SetupError
 from testbed.infra import leftovers
-from testbed.infra.engine_server import EngineServer
+from testbed.infra.engine_server import engine_server
 from testbed.infra.liveness import PartDied, shows_dead, stopped
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
 from testbed.infra.redis_server import PrivateRedis
-from testbed.infra.sandbox import Sandbox, SandboxCommand, running
+from testbed.infra.sandbox import SandboxCommand, running, sandbox_part
+from testbed.infra.started import StartedPart
 from testbed.infra.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class RunStack(ABC):
         # The run's engine, as its workers and queue reach its server, once that is started.
         self.engine = options.engine
         self._exit = contextlib.ExitStack()
-        self.sandbox: Sandbox | None = None  # the destination's, while one runs as a part of the stack
+        self.sandbox: StartedPart | None = None  # the destination's, while one runs as a part of the stack
 
     def __enter__(self) -> Self:
         try:
@@ -229,7 +230,7 @@ class Stack(RunStack):
     def __init__(self, run_id: str, options: StackOptions) -> None:
         super().__init__(run_id, options)
         self._private: PrivateRedis | None = None
-        self._server: EngineServer | None = None
+        self._server: StartedPart | None = None
         self._ownership: leftovers.KeyOwnership | None = None
 
     def _start(self) -> None:
@@ -256,8 +257,9 @@ class Stack(RunStack):
         served = o.engine.server()
         if served is not None:
             self.engine, command = served
-            self._server = EngineServer(command, self.workdir)
-            self._exit.callback(self._stop_server)  # after the workers, which reach it
+            self._server = server = engine_server(command, self.workdir)
+            self._exit.callback(server.stop)  # after the workers, which reach it
+            server.launch()
         self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
         self.supervisor = Supervisor(
             self.workdir,
@@ -271,7 +273,7 @@ class Stack(RunStack):
         )
         if o.sandbox is not None:
             # Stopped last, after the workers and the provider that may still talk to it.
-            self.sandbox = Sandbox(o.sandbox, self.workdir)
+            self.sandbox = sandbox_part(o.sandbox, self.workdir)
             self._exit.callback(self.sandbox.stop)
             self.sandbox.launch()
         self._exit.callback(self.stop_services)
@@ -328,10 +330,6 @@ class Stack(RunStack):
         """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
-
-    def _stop_server(self) -> None:
-        if self._server is not None:
-            stop_all(self._server.release())
 
     def _live_workers(self) -> list[str]:
         return [w.name for w in self.supervisor.workers.values() if not w.killed]

@@ -9,7 +9,7 @@ import pytest
 
 from labcore.procs import free_port
 from testbed.errors import SetupError, UsageError
-from testbed.infra.sandbox import Sandbox, SandboxCommand, parse_command, placement
+from testbed.infra.sandbox import SandboxCommand, parse_command, placement, sandbox_part
 from testbed.usecases.runs import destination_choice
 
 URL = "http://127.0.0.1:5055"
@@ -85,7 +85,7 @@ def test_the_lab_s_port_is_put_in_the_url_and_in_each_argument_after_the_split()
 
 def test_a_sandbox_that_never_answers_is_named_within_its_bound_and_stopped(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    sandbox = Sandbox(SandboxCommand(("sleep", "600"), url), tmp_path)
+    sandbox = sandbox_part(SandboxCommand(("sleep", "600"), url), tmp_path)
     sandbox.launch()
     pid = sandbox.pid
     assert pid is not None
