@@ -41,7 +41,7 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,10 +211,17 @@ def _spent(run: Trials, search: Search, deadline: float | None, pending: int = 0
     return None
 
 
-def _outcome(run: Trials, batch: Sequence[Trial], phase: str) -> list[TrialResult]:
-    """The batch's outcomes; any failure of the lab under it a RunFailure."""
+def _outcome(
+    run: Trials,
+    batch: Sequence[Trial],
+    phase: str,
+    parallel: int | None = None,
+    until: Callable[[TrialResult], bool] | None = None,
+) -> list[TrialResult]:
+    """The batch's outcomes (the bounded space's: of those run, `run.run`); any failure of the
+    lab under it a RunFailure."""
     try:
-        return run.outcome(batch, phase)
+        return run.outcome(batch, phase) if parallel is None else run.run(batch, phase, parallel, until)
     except RunFailure:
         raise
     except Exception as exc:
@@ -256,20 +263,27 @@ def checking(space: Sequence[Trial], search: Search, promise: str, delivery: str
 
 
 def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | None) -> TrialResult | None:
-    """The bounded space in order of size, each schedule once, `search.parallel` at a time: the
-    first failure is a smallest one. Built-ins run only what checks the model (`checking`); a
-    user's job skips what is equivalent to a schedule run (`pruning`)."""
+    """The bounded space in order of size, each schedule once, as one stream of cells
+    `search.parallel` in flight (each started as one ends): the first failure is a smallest one.
+    Built-ins run only what checks the model (`checking`); a user's job skips what is equivalent
+    to a schedule run (`pruning`), so its trials of one size wait for the smaller ones'."""
     space = bounded_space(run, search)
     tried = done.tried = Tried(search.depth, len(space))
     settings = run.settings
     checked = checking(space, search, settings.promise, settings.delivery)
     equivalents = {t: Equivalents() for t in search.targets if t.handler}
     pending: list[Trial] = []
+    timed_out = False
+
+    def stops(judged: TrialResult) -> bool:
+        nonlocal timed_out
+        timed_out = timed_out or (deadline is not None and time.monotonic() > deadline)
+        return timed_out or sought(judged.found, search.model_only)
 
     def flush() -> TrialResult | None:
-        outcome = _outcome(run, pending, "enumerate")
-        tried.ran += len(pending)
-        tried.sampled += sum(not t.target.handler for t in pending)
+        outcome = _outcome(run, pending, "enumerate", search.parallel, stops)
+        tried.ran += len(outcome)
+        tried.sampled += sum(not j.trial.target.handler for j in outcome)
         pending.clear()
         for judged in outcome:
             if judged.trial.target.handler:
@@ -284,17 +298,24 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
         done.stopped = f"a failure was found in the bounded space, smallest first (nothing to shrink); {tried.text()}"
         return min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first, then in order
 
+    def spent(why: str) -> None:
+        done.searched = len(run.judged)
+        done.stopped = f"{why} in the bounded space: {tried.text()}"
+
     size = None
     for trial in space:
         # Whether a schedule is pruned depends on the smaller ones' trials: run them first.
-        if pending and size_of(trial.schedule) != size and (found := flush()) is not None:
-            return found
+        if pending and equivalents and size_of(trial.schedule) != size:
+            if (found := flush()) is not None:
+                return found
+            if timed_out:
+                spent(f"its {search.seconds:g} s were spent")
+                return None
         size = size_of(trial.schedule)
         if (why := _spent(run, search, deadline, len(pending))) is not None:
             if pending and (found := flush()) is not None:
                 return found
-            done.searched = len(run.judged)
-            done.stopped = f"{why} in the bounded space: {tried.text()}"
+            spent(why)
             return None
         if not trial.target.handler:
             if trial not in checked:
@@ -306,10 +327,11 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
             tried.pruned += 1
             continue
         pending.append(trial)
-        if len(pending) >= search.parallel and (found := flush()) is not None:
-            return found
     if pending and (found := flush()) is not None:
         return found
+    if timed_out:
+        spent(f"its {search.seconds:g} s were spent")
+        return None
     done.searched = len(run.judged)
     past = (
         "random search past it follows"

@@ -199,6 +199,8 @@ class CellRunner:
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
                 self.judged(done.index, len(cells), row)
+                if o.until is not None and o.until(row):
+                    waiting.clear()
             self._feed()
             now = time.monotonic()
             for r in self._running.values():
