@@ -49,7 +49,8 @@ class Jobs:
         """Each handler checked in a process of its own, as the engine runs it (a UsageError says
         why not); the paths, absolute."""
         env, name, app = dict(self.env), engine_of(engine).name, engine.app or engine.workflow
-        return userjobs.prepare(self.handlers, self.paths, self.promise, env, self.import_timeout, name, app)
+        timeout = self.import_timeout
+        return userjobs.prepare(self.handlers, self.paths, self.promise, env, timeout, name, app, engine.plugins)
 
     def reader(self, paths: Sequence[str]) -> Reader | None:
         """The destination's evidence reader, the destination checked and answering (else exit 2),
