@@ -73,17 +73,22 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-@pytest.fixture
-def seen(server: str) -> Iterator[tuple[str, list[str]]]:
-    events: list[str] = []
-    attempt = scope.Attempt(
+def _recording(server: str, events: list[str], destination: scope.Proxied | None = None) -> scope.Attempt:
+    """An attempt that notes what it reports in `events`."""
+    return scope.Attempt(
         f"{server}/s/token",
         reach=lambda b: events.append(b.value),
         timed_out=lambda: events.append("timed out"),
         answered=lambda status: events.append(f"answer {status}"),
         failed=lambda failure, _: events.append(f"failed {failure}"),
+        destination=destination,
     )
-    with scope.running(attempt):
+
+
+@pytest.fixture
+def seen(server: str) -> Iterator[tuple[str, list[str]]]:
+    events: list[str] = []
+    with scope.running(_recording(server, events)) as attempt:
         yield attempt.base, events
 
 
@@ -191,15 +196,7 @@ def destined(server: str) -> Iterator[tuple[str, list[str]]]:
     """An attempt of a run with a real destination: its base URL there, and what it reported."""
     events: list[str] = []
     effects = Effects.parse([SQS_SEND, "POST /v1/payment_intents*", "Action=SendMessage"])
-    attempt = scope.Attempt(
-        f"{server}/s/token",
-        reach=lambda b: events.append(b.value),
-        timed_out=lambda: events.append("timed out"),
-        answered=lambda status: events.append(f"answer {status}"),
-        failed=lambda failure, _: events.append(f"failed {failure}"),
-        destination=scope.Proxied(f"{server}/d/token", effects),
-    )
-    with scope.running(attempt):
+    with scope.running(_recording(server, events, scope.Proxied(f"{server}/d/token", effects))):
         yield f"{server}/d/token", events
 
 
