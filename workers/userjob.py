@@ -9,9 +9,10 @@ its SDK in `TESTBED_DESTINATION_URL`). Around it, in code the user did not write
   as `rq worker` does, so a module that reads the URL at import gets this
   attempt's), `after-record` once the function has returned, before RQ
   records the result;
-- `before-request` / `after-receipt` around the attempt's first effect call,
-  from the instrumented HTTP clients (`workers.http_probes`) or the user's
-  `testbed.boundary(...)`;
+- `before-request` / `after-receipt` around the attempt's first effect call
+  (to the provider, or to a real destination through it, an effect by the run's
+  rules there), from the instrumented HTTP clients (`workers.http_probes`) or
+  the user's `testbed.boundary(...)`;
 - `before-effect` / `after-effect` in the provider, which learns the armed
   fault from the scoped URL.
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labcore.boundaries import Boundary
+from labcore.destination import Effects
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import (
@@ -58,6 +60,9 @@ class UserJobSpec:
     provider: str  # the provider's own base URL; the job gets a scoped one
     paths: list[str] = field(default_factory=list)  # put on sys.path before the import
     env: dict[str, str] = field(default_factory=dict)  # set in the work-horse before the call
+    # A real destination behind the lab: which requests to it are effects, as the provider is given
+    # them (`labcore.destination.Effects.spelled`); None: the run has none.
+    effects: list[str] | None = None
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
@@ -79,9 +84,11 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
     # A destination the lab forwards to, if the run has one; the provider refuses it otherwise.
-    os.environ[DESTINATION_ENV] = base_url(s.provider, token, DESTINATION_ROOT)
+    proxied = base_url(s.provider, token, DESTINATION_ROOT)
+    os.environ[DESTINATION_ENV] = proxied
+    destination = None if s.effects is None else scope.Proxied(proxied, Effects.parse(s.effects))
     attempt = scope.Attempt(
-        base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed
+        base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed, destination
     )
     # Held until the client gives up: if the instrumentation did not see it give up
     # (a client the lab does not instrument), the attempt's end says so.

@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labcore.boundaries import ORDER, Boundary
 from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
@@ -79,7 +78,6 @@ class Search:
     confirm: int = 3
     database: Path | None = None
     faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
-    boundaries: tuple[Boundary, ...] = ORDER  # where (a job on a destination: labcore.destination.STRUCK)
     strategy: str = "smallest"  # SMALLEST: the bounded space first; RANDOM: Hypothesis's search only
     depth: int = 2  # faults a schedule of the bounded space holds at most
     sample: int = 12  # a built-in's schedules run to check the model (the model predicts the rest)
@@ -89,7 +87,6 @@ class Search:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
         what += [settings.promise, self.model_only, self.faults]
-        what += [self.boundaries] if self.boundaries != ORDER else []  # a search against a destination
         what += [settings.delivery] if settings.delivery is not None else []  # a search on Celery
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
@@ -238,9 +235,7 @@ def bounded_space(run: Trials, search: Search) -> list[Trial]:
         Trial(target, schedule)
         for target in search.targets
         for scenario in search.scenarios
-        for schedule in schedules(
-            scenario, retries, search.faults, search.depth, search.max_ops, held, policy, search.boundaries
-        )
+        for schedule in schedules(scenario, retries, search.faults, search.depth, search.max_ops, held, policy)
     ]
     return sorted(space, key=lambda t: size_of(t.schedule))
 
@@ -385,9 +380,7 @@ def _random(run: Trials, search: Search, done: Exploration, deadline: float | No
     held = run.workers - 1  # a worker left to run the held ops' duplicates
     retries = run.settings.retries
     policy = policy_of(run.settings.delivery, retries)
-    trial = trials(
-        search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy, search.boundaries
-    )
+    trial = trials(search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy)
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).

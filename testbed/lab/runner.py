@@ -240,7 +240,10 @@ class CellRunner:
         )
         function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
-            spec = userjobs.job_spec(s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env)
+            destination = None if o.reader is None else o.reader.destination
+            spec = userjobs.job_spec(
+                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env, destination
+            )
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from labcore import procs
+from labcore.destination import Destination
 from testbed import inputs
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
@@ -146,7 +147,10 @@ def job_spec(
     provider: str,
     paths: Sequence[str],
     env: dict[str, str],
+    destination: Destination | None = None,
 ) -> dict[str, Any]:
+    """`destination`: the run's real one, whose effect rules the work-horse applies too (its boundaries)."""
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env)))
+    effects = None if destination is None else destination.effects.spelled()
+    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), effects))

@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from labcore import plan as plans
-from labcore.boundaries import Boundary
-from labcore.destination import refused_boundaries
 from labcore.faults import RULES, Fault
 from labcore.procs import free_port
 from testbed.engines import engine_of
@@ -125,8 +123,6 @@ class RunRequest:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
-        if reader is not None and (refused := refused_boundaries(self.armed_boundaries())) is not None:
-            raise UsageError(refused)
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
         stack, cells = on_engine(self.engine, self.jobs.with_sandbox(stack), self.cells, shape)
         if self.overrides and stack.engine.name != "rq":
@@ -155,15 +151,6 @@ class RunRequest:
             reader=reader,
         )
         return PreparedRun(stack, options)
-
-    def armed_boundaries(self) -> set[Boundary]:
-        """Where the run's faults may strike: each cell's boundary, and those load's plans draw from."""
-        boundaries = {c.boundary for c in self.cells if c.boundary is not None}
-        for cell in self.cells:
-            plan = self.plan(cell)
-            if isinstance(plan, plans.Random):
-                boundaries.update(plan.boundaries)
-        return boundaries
 
 
 @dataclass(frozen=True, slots=True)
