@@ -3,7 +3,8 @@
 The function is called as `function(op_id, payload)`, with the op's stable
 identity and its payload, and finds its own scoped base URL at the provider
 in `TESTBED_PROVIDER_URL` (and, for a real destination behind the lab, the base URL it gives
-its SDK in `TESTBED_DESTINATION_URL`). Around it, in code the user did not write:
+its SDK in `TESTBED_DESTINATION_URL`; for an SMTP destination, `smtp://testbed:TOKEN@host:port`,
+the lab's relay with the attempt's token as the password). Around it, in code the user did not write:
 
 - `job-start` before the user's module is imported (anew in every work-horse,
   as `rq worker` does, so a module that reads the URL at import gets this
@@ -32,6 +33,7 @@ from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import (
     DESTINATION_ENV,
     DESTINATION_ROOT,
+    MAIL_USER,
     PROVIDER_ENV,
     Scope,
     base_url,
@@ -58,6 +60,7 @@ class UserJobSpec:
     provider: str  # the provider's own base URL; the job gets a scoped one
     paths: list[str] = field(default_factory=list)  # put on sys.path before the import
     env: dict[str, str] = field(default_factory=dict)  # set in the work-horse before the call
+    mail_relay: str | None = None  # host:port where the provider relays SMTP, for an smtp:// destination
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
@@ -79,7 +82,9 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
     # A destination the lab forwards to, if the run has one; the provider refuses it otherwise.
-    os.environ[DESTINATION_ENV] = base_url(s.provider, token, DESTINATION_ROOT)
+    # An SMTP one is reached at the relay, the token the password a mail client logs in with.
+    relay = f"smtp://{MAIL_USER}:{token}@{s.mail_relay}" if s.mail_relay else None
+    os.environ[DESTINATION_ENV] = relay or base_url(s.provider, token, DESTINATION_ROOT)
     attempt = scope.Attempt(
         base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed
     )

@@ -238,7 +238,9 @@ class CellRunner:
         )
         function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
-            spec = userjobs.job_spec(s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env)
+            spec = userjobs.job_spec(
+                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env, s.provider.mail_relay
+            )
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(
             index, cell_id, cell, s.keys.cell(cell_id), ledger, o.plan(cell), function, spec, time.monotonic(), ops

@@ -142,7 +142,8 @@ def job_spec(
     provider: str,
     paths: Sequence[str],
     env: dict[str, str],
+    mail_relay: str | None = None,
 ) -> dict[str, Any]:
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env)))
+    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), mail_relay))

@@ -63,7 +63,12 @@ class Jobs:
         return self.destination.reader(destination, paths)
 
     def with_sandbox(self, stack: StackOptions) -> StackOptions:
-        """The stack, with the destination's sandbox among its parts if the lab starts it."""
+        """The stack, with the destination's sandbox among its parts if the lab starts it, and
+        its provider relaying SMTP if the destination is an smtp:// one."""
+        if self.destination is not None and self.destination.is_mail:
+            if stack.remote is not None:
+                raise UsageError("an smtp:// --destination with --hosts: the lab relays mail from this host only")
+            stack = replace(stack, mail_relay=True)
         sandbox = None if self.destination is None else self.destination.sandbox()
         if sandbox is None:
             return stack
