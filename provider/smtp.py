@@ -118,6 +118,9 @@ class Session:
                 if len(self._buffer) > MAX_LINE and self._data is None:
                     self._buffer = b""
                     out.append(_LINE_TOO_LONG.encode())
+                elif len(self._buffer) > MAX_MESSAGE:  # a line of DATA with no end: counted, not kept
+                    self._size += len(self._buffer)
+                    self._buffer = b""
                 break
             line, self._buffer = self._buffer[: end + 1], self._buffer[end + 1 :]
             line = line.rstrip(b"\r\n")

@@ -78,6 +78,9 @@ def test_a_line_over_the_limit_is_refused_and_a_message_over_its_size_never_come
     s.feed(b"MAIL FROM:<a@x.test>\r\nRCPT TO:<b@x.test>\r\nDATA\r\n")
     out = s.feed(b"0123456789abcdef\r\n.\r\n")
     assert codes(out) == [552] and not any(isinstance(item, Mail) for item in out)
+    s.feed(b"MAIL FROM:<a@x.test>\r\nRCPT TO:<b@x.test>\r\nDATA\r\n")
+    assert s.feed(b"x" * 11) == [] and s._buffer == b""  # a line with no end is not kept past the size
+    assert codes(s.feed(b"\r\n.\r\n")) == [552]
 
 
 def test_input_split_anywhere_is_read_the_same() -> None:
