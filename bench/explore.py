@@ -12,9 +12,10 @@ times out after it looked the op up). For each: the wall time to a confirmed
 counterexample, the trials it took (searching, shrinking, confirming), trials
 per minute, the counterexample's size and how often it reproduced; medians over
 the seeds and the ratio of random's median time to smallest's. Then `-s
-provider-key` for the first seed: the whole bounded space smallest first against
-`--search random --budget N`: no breach of exactly-once, trials per minute (run
-on the stack) and schedules decided per minute. Each run is a whole program,
+provider-key` for the first seed: the whole bounded space smallest first (`--sample
+N` of it run on the stack, one stream of cells) against `--search random --budget
+N`, as many trials each: no breach of exactly-once, trials per minute (run on the
+stack) and schedules decided per minute. Each run is a whole program,
 stack start included (printed apart: the wall time less the search's own).
 
 The floor beside them: raw RQ draining `--floor-ops` jobs that do only the I/O
@@ -154,7 +155,9 @@ def across_hosts(most: int, seeds: list[int], budget: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--budget", type=int, default=200, help="provider-key's budget of random trials")
+    parser.add_argument(
+        "--budget", type=int, default=200, help="provider-key's trials: random's budget, smallest first's sample"
+    )
     parser.add_argument("--floor-ops", type=int, default=400, help="floor jobs raw RQ drains")
     parser.add_argument("--hosts", type=int, metavar="N", help="trials per minute on 1 to N worker hosts (root)")
     args = parser.parse_args()
@@ -188,7 +191,8 @@ def main() -> None:
                 print(f"{'':<28} random / smallest: {medians['random'] / medians['smallest']:.2f}x the time")
         seed = str(args.seeds[0])
         print("\nprovider-key, seed " + seed + ":")
-        for how, extra in (("smallest", []), ("random", ["--budget", str(args.budget)])):
+        # As many trials on the stack each: smallest first runs a sample of the bounded space that size.
+        for how, extra in (("smallest", ["--sample", str(args.budget)]), ("random", ["--budget", str(args.budget)])):
             done = explore(work, ["-s", "provider-key", "--seed", seed, "--search", how, *extra], env)
             if done is None:
                 continue

@@ -46,7 +46,7 @@ from agents.testing import assistant_message, function_call
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 from examples.naive import post
-from examples.planner import KEY_ARGUMENT, TOOL, Op, Reply, next_step, prompt, receipt
+from examples.planner import KEY_ARGUMENT, TOOL, Op, Reply, next_step, noted, prompt, receipt
 
 TIMED_OUT = "timed out"  # how the tool's output tells the planner
 
@@ -79,7 +79,8 @@ class Planner(Model):
         keyed_by_planner = any(
             isinstance(tool, FunctionTool) and KEY_ARGUMENT in tool.params_json_schema["properties"] for tool in tools
         )
-        step = next_step(str(items[0]["content"]), answers, keyed_by_planner, self.fresh_on_retry)
+        task = str(items[0]["content"])
+        step = noted(task, next_step(task, answers, keyed_by_planner, self.fresh_on_retry))
         output = (
             assistant_message(step.text)
             if isinstance(step, Reply)

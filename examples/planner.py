@@ -7,11 +7,16 @@ the receipt, it replies; told the call timed out, it calls again, once, then giv
 Where the tool takes an `operation_id` from the planner, its first call passes the op's
 identity from the prompt, and a planner `fresh_on_retry` makes up a new one for the call
 after a timeout, as a model asked to "try again" may.
+
+With `EXAMPLES_PLANNER_LOG` set (a file's path), each time the planner decides to call the
+tool, it notes the op's id there, one line per decision: whether a run's recovery asks the
+model to decide the call again, or replays its decision.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +25,7 @@ from typing import Any
 TOOL = "send_email"
 KEY_ARGUMENT = "operation_id"  # the argument of a tool that lets the planner choose its key
 CALLS = 2  # the first call and one more after a timeout
+LOG_ENV = "EXAMPLES_PLANNER_LOG"
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,16 @@ def next_step(task: str, answers: Sequence[str | None], keyed_by_planner: bool, 
         retried = bool(answers) and fresh_on_retry
         arguments[KEY_ARGUMENT] = f"{told[KEY_ARGUMENT]}:{uuid.uuid4().hex}" if retried else told[KEY_ARGUMENT]
     return Call(arguments)
+
+
+def noted(task: str, step: Call | Reply) -> Call | Reply:
+    """The step, a decision to call the tool noted where `LOG_ENV` says (if it says)."""
+    log = os.environ.get(LOG_ENV)
+    if log and isinstance(step, Call):
+        # One short line in append mode: whole, even from processes writing at once.
+        with open(log, "a") as decisions:
+            decisions.write(f"{json.loads(task)[KEY_ARGUMENT]}\n")
+    return step
 
 
 def receipt(op_id: str, reply: str) -> str:

@@ -36,7 +36,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from examples.naive import post
-from examples.planner import KEY_ARGUMENT, TOOL, Op, Reply, next_step, prompt, receipt
+from examples.planner import KEY_ARGUMENT, TOOL, Op, Reply, next_step, noted, prompt, receipt
 
 
 def planner(messages: list[ModelMessage], info: AgentInfo, fresh_on_retry: bool) -> ModelResponse:
@@ -50,7 +50,7 @@ def planner(messages: list[ModelMessage], info: AgentInfo, fresh_on_retry: bool)
     answers = [str(part.content) if part.outcome == "success" else None for part in returns]
     keyed_by_planner = any(KEY_ARGUMENT in tool.parameters_json_schema["properties"] for tool in info.function_tools)
     task = next(part for request in asked for part in request.parts if isinstance(part, UserPromptPart))
-    step = next_step(str(task.content), answers, keyed_by_planner, fresh_on_retry)
+    step = noted(str(task.content), next_step(str(task.content), answers, keyed_by_planner, fresh_on_retry))
     if isinstance(step, Reply):
         return ModelResponse(parts=[TextPart(step.text)])
     return ModelResponse(parts=[ToolCallPart(TOOL, step.arguments)])

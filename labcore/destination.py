@@ -12,27 +12,29 @@ is an effect is the user's to say, as rules, each spelled as on the command line
 
 A request is an effect if any rule matches it; by default one of `POST`, `PUT`,
 `PATCH` and `DELETE` is. The rest are reads: forwarded, and counted as such, never
-held. Pure: the lab checks the rules and the provider applies them with this code.
+held. Pure: the lab checks the rules, and both the provider and the work-horse apply
+them with this code, each to the request as it sees it, so that they agree on which
+request is the effect; the rules travel to either as `Effects.spelled` gives them.
 
-Of the boundaries, the proxy's are `before-effect` and `after-effect`; `before-request`
-and `after-receipt` are the lab's own client's (`workers/client.py`), which a job that
-talks to its destination with its own SDK does not use, so a kill armed there would
-never strike. Nor can the proxy stand in for them: its `before-request` would be
-`before-effect` (the destination never sees the request) under another name, and an
-answer already given back leaves the job running on, so a kill after it races the job's
-own return and strikes where it happens to. A run with a destination refuses them
-(`refused_boundaries`); explore draws none of them (`STRUCK`).
+With a destination, all the boundaries are there. `job-start` and `after-record` are
+the job wrapper's, in the work-horse. `before-request` and `after-receipt` are the job's
+own HTTP client's, instrumented in the work-horse (`workers.http_probes`): its first
+effect of the attempt passes `before-request` just before it is sent (a kill there: no
+request left the work-horse, neither the proxy nor the destination saw it), and
+`after-receipt` once its answer is back in the work-horse, before the SDK has it (the
+destination has applied it, the proxy has passed the answer on, the job never got it).
+`before-effect` and `after-effect` are the proxy's (`provider.forward`): the request
+held before it is forwarded, and the destination's answer held before it is passed back.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
-from labcore.boundaries import ORDER, Boundary
 from labcore.scoped import EFFECT_METHODS
 
 _METHOD = re.compile(r"[A-Z]+")
@@ -175,22 +177,3 @@ def parse_url(url: str) -> str:
     if parts.query or parts.fragment or parts.username or parts.password:
         raise BadDestination(f"destination {url!r}: no query, fragment or credentials in the URL")
     return url
-
-
-# The lab's own client's boundaries: no kill armed there strikes a job on its own SDK (see the module).
-CLIENT_SIDE = frozenset({Boundary.BEFORE_REQUEST, Boundary.AFTER_RECEIPT})
-# The boundaries a kill can strike a job that talks to a destination at.
-STRUCK = tuple(b for b in ORDER if b not in CLIENT_SIDE)
-
-
-def refused_boundaries(boundaries: Iterable[Boundary | None]) -> str | None:
-    """Why a run with a destination cannot arm these boundaries; None if it can."""
-    armed = set(boundaries) & CLIENT_SIDE
-    named = [b.value for b in ORDER if b in armed]
-    if not named:
-        return None
-    struck = " ".join(f"--boundary {b.value}" for b in STRUCK)
-    return (
-        f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} at the lab's own client, which a job talking"
-        f" to --destination with its own SDK does not use: name the boundaries ({struck})"
-    )

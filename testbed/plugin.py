@@ -193,6 +193,7 @@ class Lab:
         start_to_close_timeout: float | None = None,
         heartbeat_timeout: float | None = None,
         temporal_workflow: str | None = None,
+        temporal_plugins: Sequence[str] = (),
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -205,7 +206,8 @@ class Lab:
         (`engine="celery"`), each cell once per `delivery` setting (all of them if none is
         named), or the handler, a task of `celery_app` (`module:app`), under its own options; on
         Temporal (`engine="temporal"`), once per recovery setting, under the activity's timeouts,
-        or the handler an activity of `temporal_workflow` (`module:Workflow`), under its retry policy.
+        or the handler an activity of `temporal_workflow` (`module:Workflow`), under its retry policy,
+        its client and worker given `temporal_plugins` (`module:plugin`), as `--temporal-plugin` does.
         `destination`: the handlers' real destination (a sandbox), reached through the lab,
         judged by `evidence` (`module:function`), as `testbed chaos --destination` does;
         `destination_command` starts that sandbox for this run and stops it after, as
@@ -242,6 +244,7 @@ class Lab:
                 start_to_close_timeout,
                 heartbeat_timeout,
                 temporal_workflow,
+                tuple(temporal_plugins),
                 PLUGIN,
             ),
             retries=retries,
@@ -293,6 +296,7 @@ class Lab:
         start_to_close_timeout: float | None = None,
         heartbeat_timeout: float | None = None,
         temporal_workflow: str | None = None,
+        temporal_plugins: Sequence[str] = (),
         destination: str | None = None,
         evidence: str | None = None,
         destination_effects: Sequence[str] = (),
@@ -330,6 +334,7 @@ class Lab:
                 start_to_close_timeout,
                 heartbeat_timeout,
                 temporal_workflow,
+                tuple(temporal_plugins),
                 PLUGIN,
             ),
             budget,

@@ -11,6 +11,15 @@ For the calls of the current attempt to its scoped base URL (workers.scope):
   a failed call: the controller judges whether the plan made it;
 - the provider's first answer to the attempt is reported (a `late` request is
   applied once the next attempt has heard from the provider).
+For the calls of the attempt to its real destination (`workers.scope.Proxied`), the
+job's own SDK's: an effect by the user's rules (judged on the request as the client
+sends it, with the provider's code) passes `before-request` and `after-receipt` the
+same way, if it is the attempt's first, before the provider ever sees it and once its
+answer is back in the work-horse, before the SDK has it. Nothing else is reported of
+them: the proxy logs every one, and a destination's 5xx is its own answer, not the
+lab's failure. A body the client streams (a file, a generator) is not read here, so
+only the method, path, query and headers can make such a request an effect.
+
 Calls to anywhere else pass through untouched. requests sends through urllib3:
 a call is counted by the outermost instrumented layer only.
 """
@@ -20,7 +29,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib.util
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from labcore.answers import CallFailure, provider_failed
@@ -29,26 +39,66 @@ from workers import scope
 
 # How a library's exception reads as a failed call, or None: not one (the job's own error).
 Classify = Callable[[BaseException], CallFailure | None]
+# A header's name and value as a library holds them.
+Header = tuple[str | bytes, str | bytes]
 
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("testbed_http_probe", default=False)
 _MARK = "__testbed_probe__"
 
 
-def _observe(method: str, url: str, classify: Classify) -> _Call | None:
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A request as a library is about to send it: its headers and body as the library holds
+    them, read only for a call to the attempt's destination."""
+
+    method: str
+    url: str
+    headers: Iterable[Header] = ()
+    body: object = None
+
+
+def _observe(describe: Callable[..., Sent], args: Any, kwargs: Any, classify: Classify) -> _Call | None:
     attempt = scope.current()
-    if attempt is None or _inside.get() or not attempt.is_call(url):
+    if attempt is None or _inside.get():
         return None
-    return _Call(attempt, attempt.is_effect(method, url), classify)
+    sent = describe(*args, **kwargs)
+    if attempt.is_call(sent.url):
+        return _Call(attempt, attempt.is_effect(sent.method, sent.url), classify, reported=True)
+    to = attempt.destination
+    if to is None or not to.is_call(sent.url):
+        return None
+    if not to.is_effect(sent.method, sent.url, _fields(sent.headers), _body(sent.body)):
+        return None  # a read: not a boundary
+    return _Call(attempt, True, classify, reported=False)
+
+
+def _fields(headers: Iterable[Header]) -> dict[bytes, bytes]:
+    """By lower-case name, the first of a repeated one: as the provider's `Fields` reads them."""
+    fields: dict[bytes, bytes] = {}
+    for name, value in headers:
+        key = (name if isinstance(name, bytes) else name.encode("latin-1")).lower()
+        fields.setdefault(key, value if isinstance(value, bytes) else value.encode("latin-1"))
+    return fields
+
+
+def _body(body: object) -> bytes:
+    """The body if the library holds it whole (urllib3 sends a str as UTF-8); a stream's is not read."""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    return body.encode() if isinstance(body, str) else b""
 
 
 class _Call:
-    """One call of the attempt to the provider, from before it is sent to its response."""
+    """One call of the attempt, to the provider or to its destination through it, from
+    before it is sent to its response; `reported`: its answers and failures are reported
+    (the provider's own calls)."""
 
-    def __init__(self, attempt: scope.Attempt, effect: bool, classify: Classify) -> None:
+    def __init__(self, attempt: scope.Attempt, effect: bool, classify: Classify, reported: bool) -> None:
         self.attempt = attempt
         self.first = effect and attempt.first_effect()
         self.effect = effect
         self.classify = classify
+        self.reported = reported
         self.token = _inside.set(True)
 
     def before(self) -> None:
@@ -57,7 +107,7 @@ class _Call:
 
     def failed(self, exc: BaseException) -> None:
         _inside.reset(self.token)
-        failure = self.classify(exc)
+        failure = self.classify(exc) if self.reported else None
         if failure is None:
             return
         if self.effect and failure is CallFailure.TIMEOUT:
@@ -66,22 +116,23 @@ class _Call:
 
     def answered(self, status: int) -> None:
         _inside.reset(self.token)
-        self.attempt.answered(str(status))
-        if provider_failed(status):
-            self.attempt.failed(CallFailure.STATUS, str(status))
+        if self.reported:
+            self.attempt.answered(str(status))
+            if provider_failed(status):
+                self.attempt.failed(CallFailure.STATUS, str(status))
         if self.first:
             self.attempt.at(Boundary.AFTER_RECEIPT)
 
 
 def _wrap(
     original: Callable[..., Any],
-    describe: Callable[..., tuple[str, str]],
+    describe: Callable[..., Sent],
     status: Callable[[Any], int],
     classify: Classify,
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     def send(*args: Any, **kwargs: Any) -> Any:
-        call = _observe(*describe(*args, **kwargs), classify)
+        call = _observe(describe, args, kwargs, classify)
         if call is None:
             return original(*args, **kwargs)
         try:
@@ -99,13 +150,13 @@ def _wrap(
 
 def _wrap_async(
     original: Callable[..., Awaitable[Any]],
-    describe: Callable[..., tuple[str, str]],
+    describe: Callable[..., Sent],
     status: Callable[[Any], int],
     classify: Classify,
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     async def send(*args: Any, **kwargs: Any) -> Any:
-        call = _observe(*describe(*args, **kwargs), classify)
+        call = _observe(describe, args, kwargs, classify)
         if call is None:
             return await original(*args, **kwargs)
         try:
@@ -129,8 +180,12 @@ def _patch(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
 def _httpx() -> None:
     import httpx
 
-    def describe(transport: Any, request: httpx.Request, *_: Any, **__: Any) -> tuple[str, str]:
-        return request.method, str(request.url)
+    def describe(transport: Any, request: httpx.Request, *_: Any, **__: Any) -> Sent:
+        try:
+            body = request.content
+        except httpx.RequestNotRead:  # a stream's: not read here
+            body = b""
+        return Sent(request.method, str(request.url), request.headers.raw, body)
 
     def classify(exc: BaseException) -> CallFailure | None:
         if isinstance(exc, httpx.TimeoutException):
@@ -153,8 +208,8 @@ def _requests() -> None:
     import requests
     import requests.adapters
 
-    def describe(adapter: Any, request: requests.PreparedRequest, *_: Any, **__: Any) -> tuple[str, str]:
-        return str(request.method), str(request.url)
+    def describe(adapter: Any, request: requests.PreparedRequest, *_: Any, **__: Any) -> Sent:
+        return Sent(str(request.method), str(request.url), request.headers.items(), request.body)
 
     def classify(exc: BaseException) -> CallFailure | None:
         if isinstance(exc, requests.Timeout):  # before ConnectionError: a connect timeout is both
@@ -174,11 +229,13 @@ def _urllib3() -> None:
     from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
     from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-    def describe(pool: HTTPConnectionPool, method: str, url: str, *_: Any, **__: Any) -> tuple[str, str]:
+    def describe(
+        pool: HTTPConnectionPool, method: str, url: str, body: object = None, headers: Any = None, *_: Any, **__: Any
+    ) -> Sent:
         if url.startswith("/"):
             port = f":{pool.port}" if pool.port else ""
             url = f"{pool.scheme}://{pool.host}{port}{url}"
-        return method, url
+        return Sent(method, url, (pool.headers if headers is None else headers).items(), body)
 
     def classify(exc: BaseException) -> CallFailure | None:
         if isinstance(exc, MaxRetryError):

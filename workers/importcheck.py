@@ -1,12 +1,12 @@
 """The handlers' import check, before a run starts anything:
 
-    python -m workers.importcheck SPEC... [--path DIR]... [--engine NAME --app APP]
+    python -m workers.importcheck SPEC... [--path DIR]... [--engine NAME --app APP [--plugin P]...]
 
 checks that each SPEC imports and names a callable (with --app: a task of that app of the
-engine's): one line on stderr with the cause, exit 2; otherwise it prints the installed
-libraries the handlers imported (JSON), for the workers to preload. It runs in its own
-process, so the user's module is never imported into the lab (nor rq, whose key prefix the
-lab sets first).
+engine's, and each P a plugin of the engine's client): one line on stderr with the cause,
+exit 2; otherwise it prints the installed libraries the handlers imported (JSON), for the
+workers to preload. It runs in its own process, so the user's module is never imported into
+the lab (nor rq, whose key prefix the lab sets first).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", action="append", default=[])
     parser.add_argument("--engine", default="rq", help="the engine whose app --app is")
     parser.add_argument("--app", help="the app whose tasks the SPECs must be")
+    parser.add_argument("--plugin", action="append", default=[], help="a plugin of the engine's client, with --app")
     args = parser.parse_args(argv)
     os.environ.setdefault(PROVIDER_ENV, PLACEHOLDER_URL)
     paths = [os.path.abspath(p) for p in args.path]
@@ -40,7 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         libraries = libraries_loaded_by(args.specs, paths)
         if args.app:
             tasks = {spec: load(spec, paths) for spec in args.specs}
-            if (why := engines.side(args.engine).check_tasks(args.app, find(args.app, paths), tasks)) is not None:
+            side = engines.side(args.engine)
+            if (why := side.check_tasks(args.app, find(args.app, paths), tasks)) is not None:
+                raise TargetError(why)
+            plugins = {spec: find(spec, paths) for spec in args.plugin}
+            if plugins and (why := side.check_plugins(plugins)) is not None:
                 raise TargetError(why)
     except TargetError as exc:
         print(exc, file=sys.stderr)

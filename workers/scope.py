@@ -7,17 +7,40 @@ instrumented client, or the user's own `testbed.boundary(...)` call.
 
 Kept free of heavy imports: `from testbed import boundary` loads this module
 in the user's code, in or out of the lab.
+
+A real destination behind the lab (labcore.destination) is reached at the attempt's
+other scoped base URL; which of its requests are effects is decided by the user's
+rules, with the code the provider applies to the same request, so that the work-horse's
+boundaries and the proxy's lie on the same effect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from labcore.answers import CallFailure
 from labcore.boundaries import Boundary
+from labcore.destination import Effects
 from labcore.scoped import EFFECT_METHODS
+
+
+@dataclass(frozen=True, slots=True)
+class Proxied:
+    """The attempt's base URL for its real destination (the provider forwards what is sent
+    under it), and which of the requests sent there are effects."""
+
+    base: str
+    effects: Effects
+
+    def is_call(self, url: str) -> bool:
+        return url.startswith(self.base + "/") or url == self.base or url.startswith(self.base + "?")
+
+    def is_effect(self, method: str, url: str, headers: Mapping[bytes, bytes], body: bytes) -> bool:
+        """As the provider will judge it: the path after the base URL and the query as sent."""
+        path, _, query = url[len(self.base) :].partition("?")
+        return self.effects.of(method.upper(), path or "/", query, headers, body)
 
 
 @dataclass(slots=True)
@@ -27,6 +50,7 @@ class Attempt:
     timed_out: Callable[[], None]  # the attempt's effect call timed out
     answered: Callable[[str], None]  # the provider answered a call of this attempt
     failed: Callable[[CallFailure, str], None]  # a call of this attempt failed (how, and its error)
+    destination: Proxied | None = None  # a run with a real destination behind the lab
     passed: set[Boundary] = field(default_factory=set)
     sent: bool = False  # the attempt's first effect call has been made
     timeout_reported: bool = False

@@ -10,9 +10,10 @@ the lab's relay with the attempt's token as the password). Around it, in code th
   as `rq worker` does, so a module that reads the URL at import gets this
   attempt's), `after-record` once the function has returned, before RQ
   records the result;
-- `before-request` / `after-receipt` around the attempt's first effect call,
-  from the instrumented HTTP clients (`workers.http_probes`) or the user's
-  `testbed.boundary(...)`;
+- `before-request` / `after-receipt` around the attempt's first effect call
+  (to the provider, or to a real destination through it, an effect by the run's
+  rules there), from the instrumented HTTP clients (`workers.http_probes`) or
+  the user's `testbed.boundary(...)`;
 - `before-effect` / `after-effect` in the provider, which learns the armed
   fault from the scoped URL.
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labcore.boundaries import Boundary
+from labcore.destination import Effects
 from labcore.events import EventKind, Hit
 from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import (
@@ -60,6 +62,9 @@ class UserJobSpec:
     provider: str  # the provider's own base URL; the job gets a scoped one
     paths: list[str] = field(default_factory=list)  # put on sys.path before the import
     env: dict[str, str] = field(default_factory=dict)  # set in the work-horse before the call
+    # A real destination behind the lab: which requests to it are effects, as the provider is given
+    # them (`labcore.destination.Effects.spelled`); None: the run has none.
+    effects: list[str] | None = None
     mail_relay: str | None = None  # host:port where the provider relays SMTP, for an smtp:// destination
 
 
@@ -82,11 +87,16 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
     # A destination the lab forwards to, if the run has one; the provider refuses it otherwise.
-    # An SMTP one is reached at the relay, the token the password a mail client logs in with.
-    relay = f"smtp://{MAIL_USER}:{token}@{s.mail_relay}" if s.mail_relay else None
-    os.environ[DESTINATION_ENV] = relay or base_url(s.provider, token, DESTINATION_ROOT)
+    # An SMTP one is reached at the relay, the token the password a mail client logs in with; the
+    # job's mail client is not one the lab instruments, so no effect of it is seen at the client.
+    proxied = base_url(s.provider, token, DESTINATION_ROOT)
+    if s.mail_relay:
+        os.environ[DESTINATION_ENV] = f"smtp://{MAIL_USER}:{token}@{s.mail_relay}"
+    else:
+        os.environ[DESTINATION_ENV] = proxied
+    destination = None if s.effects is None else scope.Proxied(proxied, Effects.parse(s.effects))
     attempt = scope.Attempt(
-        base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed
+        base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed, destination
     )
     # Held until the client gives up: if the instrumentation did not see it give up
     # (a client the lab does not instrument), the attempt's end says so.

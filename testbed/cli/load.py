@@ -9,7 +9,6 @@ from typing import Annotated
 from typer import Option
 
 from labcore.boundaries import ORDER, parse_boundary
-from labcore.destination import STRUCK
 from labcore.plan import Random
 from testbed.cli import checks, output
 from testbed.cli.base import app, examples
@@ -54,12 +53,7 @@ def load(
     strategy: Strategies = None,
     boundary: Annotated[
         list[str] | None,
-        Option(
-            "--boundary",
-            "-b",
-            metavar="BOUNDARY",
-            help="Boundaries the kills are drawn from (default: all; with --destination, those at the proxy).",
-        ),
+        Option("--boundary", "-b", metavar="BOUNDARY", help="Boundaries the kills are drawn from (default: all)."),
     ] = None,
     fault: Annotated[str, Option("--fault", "-f", metavar="FAULT", help="kill or kill-worker.")] = "kill",
     kill_rate: Annotated[
@@ -78,8 +72,7 @@ def load(
     your own job's (--handler) against its promise."""
     handlers = job_args.handlers
     names = parse_all(strategy, lambda s: parse_strategy(s).name) or ([] if handlers else list(STRATEGIES))
-    # A job on a destination never passes the lab client's boundaries: by default none is drawn there.
-    where = parse_all(boundary, parse_boundary) or list(STRUCK if destination_args.destination else ORDER)
+    where = parse_all(boundary, parse_boundary) or list(ORDER)
     if None in where:
         raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
     chosen = [parse_kill_fault("load", fault)]

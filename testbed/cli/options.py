@@ -152,6 +152,14 @@ class StackArgs:
             help="Your Temporal workflow, --handler its activity, under its own policy (implies --engine temporal).",
         ),
     ] = None
+    plugins: Annotated[
+        list[str] | None,
+        Option(
+            "--temporal-plugin",
+            metavar="MODULE:PLUGIN",
+            help="With --temporal-workflow: a Temporal plugin for its client and worker, as yours (repeatable).",
+        ),
+    ] = None
     visibility_timeout: Annotated[
         int | None,
         Option(
@@ -206,6 +214,7 @@ class StackArgs:
             self.start_to_close_timeout,
             self.heartbeat_timeout,
             self.workflow,
+            tuple(self.plugins or ()),
         )
 
 

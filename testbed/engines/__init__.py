@@ -23,6 +23,10 @@ def engine_of(choice: EngineChoice) -> type[Engine]:
     if choice.app is not None and choice.workflow is not None:
         s = choice.spelling
         raise UsageError(f"{s.app} is a Celery app's, {s.workflow} a Temporal workflow's: not both")
+    if choice.plugins and choice.workflow is None:
+        raise UsageError(
+            f"{choice.spelling.plugins} is for the client of a user's own workflow: it needs {choice.spelling.workflow}"
+        )
     if choice.app is not None:
         return Celery
     if choice.workflow is not None:

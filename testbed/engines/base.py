@@ -96,6 +96,7 @@ class Spelling:
     strategy: str = "-s"
     recovery: str = "--recovery"
     expect: str = "--expect"
+    plugins: str = "--temporal-plugin"
 
 
 COMMAND_LINE = Spelling()
@@ -109,6 +110,7 @@ PLUGIN = Spelling(
     "heartbeat_timeout=",
     "a handler",
     "strategies=",
+    plugins="temporal_plugins=",
 )
 
 
@@ -117,7 +119,8 @@ class EngineChoice:
     """The engine asked for, as given: its name, the delivery settings (none: all of the
     engine's), a user's own app (`module:app`) whose task runs the handler, the broker's
     visibility timeout, an activity's timeouts, and a user's own Temporal workflow
-    (`module:Workflow`) whose activity the handler is."""
+    (`module:Workflow`) whose activity the handler is, with the Temporal plugins its client takes
+    (`module:plugin`: a framework's, as Pydantic AI's)."""
 
     engine: str = "rq"
     deliveries: tuple[str, ...] = ()
@@ -127,6 +130,7 @@ class EngineChoice:
     start_to_close_timeout: float | None = None
     heartbeat_timeout: float | None = None
     workflow: str | None = None
+    plugins: tuple[str, ...] = ()
     spelling: Spelling = field(default=COMMAND_LINE, compare=False)
 
 

@@ -77,6 +77,7 @@ class Temporal:
     workflow: str | None = None  # the user's, module:Workflow, and its activity, module:function
     activity: str | None = None
     paths: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = ()  # the user's, module:attribute, on its workers' client
 
     name: ClassVar[str] = ENGINE
     label: ClassVar[str] = "Temporal"
@@ -130,12 +131,13 @@ class Temporal:
         if importlib.util.find_spec("temporalio") is None:
             raise SetupError(f"{s.engine} temporal needs temporalio: pip install 'testbed[temporal]'")
         find_binary()
-        engine = cls(Timeouts(start, beat), None, choice.workflow, activity, tuple(shape.paths))
+        engine = cls(Timeouts(start, beat), None, choice.workflow, activity, tuple(shape.paths), choice.plugins)
         if choice.workflow is not None:
             print(
                 f"testbed: the run registers {choice.workflow} and {activity} on its own Temporal worker, and sets"
                 f" the server address (its dev server's), the task queue (the run's) and the namespace ({NAMESPACE});"
-                " the workflow's retry policy and timeouts stay its own",
+                " the workflow's retry policy and timeouts stay its own"
+                + "".join(f"; its workers' client takes the plugin {p}" for p in choice.plugins),
                 file=sys.stderr,
             )
         return engine
@@ -152,7 +154,9 @@ class Temporal:
     @classmethod
     def flags(cls, choice: EngineChoice, delivery: str | None) -> str:
         if choice.workflow is not None:
-            return f" --temporal-workflow {choice.workflow}"
+            return f" --temporal-workflow {choice.workflow}" + "".join(
+                f" --temporal-plugin {p}" for p in choice.plugins
+            )
         flags = f" --engine temporal --delivery {delivery}"
         if choice.start_to_close_timeout is not None:
             flags += f" --start-to-close-timeout {choice.start_to_close_timeout:g}"
@@ -178,6 +182,7 @@ class Temporal:
                 t.WORKFLOW_ENV: self.workflow,
                 t.ACTIVITY_ENV: self.activity,
                 t.PATHS_ENV: os.pathsep.join(self.paths),
+                t.PLUGINS_ENV: ",".join(self.plugins),
             }
         return env | {t.QUEUE_ENV: task_queue(run_prefix), t.NAMESPACE_ENV: NAMESPACE, t.STATE_ENV: tmp}
 
@@ -219,7 +224,8 @@ class Temporal:
     def meta(self) -> dict[str, Any]:
         t = self.timeouts
         if self.workflow is not None:
-            return {"engine": self.name, "temporalWorkflow": self.workflow}
+            plugins = {"temporalPlugins": list(self.plugins)} if self.plugins else {}
+            return {"engine": self.name, "temporalWorkflow": self.workflow} | plugins
         return {"engine": self.name, "startToCloseTimeout": t.start_to_close, "heartbeatTimeout": t.heartbeat}
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 
-from labcore.boundaries import ORDER, Boundary
+from labcore.boundaries import Boundary
 from labcore.faults import Fault
 from labcore.plan import Armed
 from labcore.redelivery import Redelivery
@@ -36,16 +36,14 @@ from testbed.explore.space import fitted, reachable, strikes
 Op = tuple[Armed, ...]
 
 
-def op_shapes(
-    scenario: str, retries: int, faults: Sequence[Fault], size: int, boundaries: Sequence[Boundary] = ORDER
-) -> list[Op]:
-    """One op's strikes with exactly `size` faults under the scenario, at `boundaries`, in the space's order."""
+def op_shapes(scenario: str, retries: int, faults: Sequence[Fault], size: int) -> list[Op]:
+    """One op's strikes with exactly `size` faults under the scenario, in the space's order."""
     nemesis = SCENARIOS[scenario].nemesis
     if nemesis is Nemesis.DUPLICATE:  # an op is clean or held for its duplicate
         return [(HELD_FOR_DUPLICATE,)] if size == 1 else []
     if nemesis is Nemesis.REMINT and size > 1:  # one fault per op: each re-mints it
         return []
-    places = strikes(faults, boundaries)
+    places = strikes(faults)
     rank = {p: n for n, p in enumerate(places)}
     shapes = [
         tuple(Armed(a, b, f) for a, (b, f) in zip(attempts, choice, strict=True))
@@ -79,12 +77,10 @@ def schedules(
     max_ops: int,
     max_held: int | None = None,
     policy: Redelivery | None = None,
-    boundaries: Sequence[Boundary] = ORDER,
 ) -> list[Schedule]:
-    """The bounded space under one scenario, smallest first, each schedule once; its strikes at
-    `boundaries` (a job on a destination: `labcore.destination.STRUCK`)."""
+    """The bounded space under one scenario, smallest first, each schedule once."""
     out: list[Schedule] = [Schedule(((),), scenario, retries)]
-    shapes = {n: op_shapes(scenario, retries, faults, n, boundaries) for n in range(1, depth + 1)}
+    shapes = {n: op_shapes(scenario, retries, faults, n) for n in range(1, depth + 1)}
     for size in range(1, depth + 1):
         for count in range(1, min(size, max_ops) + 1):
             for parts in _parts(size, count):

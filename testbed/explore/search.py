@@ -41,12 +41,11 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labcore.boundaries import ORDER, Boundary
 from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
@@ -79,7 +78,6 @@ class Search:
     confirm: int = 3
     database: Path | None = None
     faults: tuple[Fault, ...] = FAULTS  # what may strike (space.faults_for: on worker hosts, partition)
-    boundaries: tuple[Boundary, ...] = ORDER  # where (a job on a destination: labcore.destination.STRUCK)
     strategy: str = "smallest"  # SMALLEST: the bounded space first; RANDOM: Hypothesis's search only
     depth: int = 2  # faults a schedule of the bounded space holds at most
     sample: int = 12  # a built-in's schedules run to check the model (the model predicts the rest)
@@ -89,7 +87,6 @@ class Search:
         """The database's key: a search for the same thing replays its last counterexample first."""
         what = [[(t.name, t.handler) for t in self.targets], self.scenarios, self.max_ops, settings.retries]
         what += [settings.promise, self.model_only, self.faults]
-        what += [self.boundaries] if self.boundaries != ORDER else []  # a search against a destination
         what += [settings.delivery] if settings.delivery is not None else []  # a search on Celery
         return hashlib.sha256(json.dumps(what).encode()).digest()
 
@@ -211,10 +208,17 @@ def _spent(run: Trials, search: Search, deadline: float | None, pending: int = 0
     return None
 
 
-def _outcome(run: Trials, batch: Sequence[Trial], phase: str) -> list[TrialResult]:
-    """The batch's outcomes; any failure of the lab under it a RunFailure."""
+def _outcome(
+    run: Trials,
+    batch: Sequence[Trial],
+    phase: str,
+    parallel: int | None = None,
+    until: Callable[[TrialResult], bool] | None = None,
+) -> list[TrialResult]:
+    """The batch's outcomes (the bounded space's: of those run, `run.run`); any failure of the
+    lab under it a RunFailure."""
     try:
-        return run.outcome(batch, phase)
+        return run.outcome(batch, phase) if parallel is None else run.run(batch, phase, parallel, until)
     except RunFailure:
         raise
     except Exception as exc:
@@ -231,9 +235,7 @@ def bounded_space(run: Trials, search: Search) -> list[Trial]:
         Trial(target, schedule)
         for target in search.targets
         for scenario in search.scenarios
-        for schedule in schedules(
-            scenario, retries, search.faults, search.depth, search.max_ops, held, policy, search.boundaries
-        )
+        for schedule in schedules(scenario, retries, search.faults, search.depth, search.max_ops, held, policy)
     ]
     return sorted(space, key=lambda t: size_of(t.schedule))
 
@@ -256,20 +258,27 @@ def checking(space: Sequence[Trial], search: Search, promise: str, delivery: str
 
 
 def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | None) -> TrialResult | None:
-    """The bounded space in order of size, each schedule once, `search.parallel` at a time: the
-    first failure is a smallest one. Built-ins run only what checks the model (`checking`); a
-    user's job skips what is equivalent to a schedule run (`pruning`)."""
+    """The bounded space in order of size, each schedule once, as one stream of cells
+    `search.parallel` in flight (each started as one ends): the first failure is a smallest one.
+    Built-ins run only what checks the model (`checking`); a user's job skips what is equivalent
+    to a schedule run (`pruning`), so its trials of one size wait for the smaller ones'."""
     space = bounded_space(run, search)
     tried = done.tried = Tried(search.depth, len(space))
     settings = run.settings
     checked = checking(space, search, settings.promise, settings.delivery)
     equivalents = {t: Equivalents() for t in search.targets if t.handler}
     pending: list[Trial] = []
+    timed_out = False
+
+    def stops(judged: TrialResult) -> bool:
+        nonlocal timed_out
+        timed_out = timed_out or (deadline is not None and time.monotonic() > deadline)
+        return timed_out or sought(judged.found, search.model_only)
 
     def flush() -> TrialResult | None:
-        outcome = _outcome(run, pending, "enumerate")
-        tried.ran += len(pending)
-        tried.sampled += sum(not t.target.handler for t in pending)
+        outcome = _outcome(run, pending, "enumerate", search.parallel, stops)
+        tried.ran += len(outcome)
+        tried.sampled += sum(not j.trial.target.handler for j in outcome)
         pending.clear()
         for judged in outcome:
             if judged.trial.target.handler:
@@ -284,17 +293,24 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
         done.stopped = f"a failure was found in the bounded space, smallest first (nothing to shrink); {tried.text()}"
         return min(failing, key=lambda j: j.found is not Found.LAB)  # the lab's own bug first, then in order
 
+    def spent(why: str) -> None:
+        done.searched = len(run.judged)
+        done.stopped = f"{why} in the bounded space: {tried.text()}"
+
     size = None
     for trial in space:
         # Whether a schedule is pruned depends on the smaller ones' trials: run them first.
-        if pending and size_of(trial.schedule) != size and (found := flush()) is not None:
-            return found
+        if pending and equivalents and size_of(trial.schedule) != size:
+            if (found := flush()) is not None:
+                return found
+            if timed_out:
+                spent(f"its {search.seconds:g} s were spent")
+                return None
         size = size_of(trial.schedule)
         if (why := _spent(run, search, deadline, len(pending))) is not None:
             if pending and (found := flush()) is not None:
                 return found
-            done.searched = len(run.judged)
-            done.stopped = f"{why} in the bounded space: {tried.text()}"
+            spent(why)
             return None
         if not trial.target.handler:
             if trial not in checked:
@@ -306,10 +322,11 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
             tried.pruned += 1
             continue
         pending.append(trial)
-        if len(pending) >= search.parallel and (found := flush()) is not None:
-            return found
     if pending and (found := flush()) is not None:
         return found
+    if timed_out:
+        spent(f"its {search.seconds:g} s were spent")
+        return None
     done.searched = len(run.judged)
     past = (
         "random search past it follows"
@@ -363,9 +380,7 @@ def _random(run: Trials, search: Search, done: Exploration, deadline: float | No
     held = run.workers - 1  # a worker left to run the held ops' duplicates
     retries = run.settings.retries
     policy = policy_of(run.settings.delivery, retries)
-    trial = trials(
-        search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy, search.boundaries
-    )
+    trial = trials(search.targets, search.scenarios, search.max_ops, retries, search.faults, held, policy)
     space = batches(trial, search.parallel)
     hypothesis = hypothesis_settings(
         # The budget counts trials run, not Hypothesis's examples (a batch of them, or one seen before).

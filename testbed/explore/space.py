@@ -102,8 +102,8 @@ class Trial:
     schedule: Schedule
 
 
-def strikes(faults: Sequence[Fault], boundaries: Sequence[Boundary] = ORDER) -> list[tuple[Boundary, Fault]]:
-    return [(b, f) for f in faults for b in boundaries if b in RULES[f].boundaries]
+def strikes(faults: Sequence[Fault]) -> list[tuple[Boundary, Fault]]:
+    return [(b, f) for f in faults for b in ORDER if b in RULES[f].boundaries]
 
 
 def _attempts(choices: list[tuple[Boundary, Fault] | None]) -> tuple[Armed, ...]:
@@ -111,25 +111,18 @@ def _attempts(choices: list[tuple[Boundary, Fault] | None]) -> tuple[Armed, ...]
 
 
 def op_strikes(
-    scenario: str,
-    retries: int,
-    faults: Sequence[Fault],
-    policy: Redelivery | None = None,
-    boundaries: Sequence[Boundary] = ORDER,
+    scenario: str, retries: int, faults: Sequence[Fault], policy: Redelivery | None = None
 ) -> st.SearchStrategy[tuple[Armed, ...]]:
-    """One op's strikes under the scenario, at `boundaries`; with a `policy`, only those on
-    attempts the queue runs."""
-    drawn = _op_strikes(scenario, retries, faults, boundaries)
+    """One op's strikes under the scenario; with a `policy`, only those on attempts the queue runs."""
+    drawn = _op_strikes(scenario, retries, faults)
     return drawn if policy is None else drawn.map(lambda armed: reachable(armed, policy))
 
 
-def _op_strikes(
-    scenario: str, retries: int, faults: Sequence[Fault], boundaries: Sequence[Boundary]
-) -> st.SearchStrategy[tuple[Armed, ...]]:
+def _op_strikes(scenario: str, retries: int, faults: Sequence[Fault]) -> st.SearchStrategy[tuple[Armed, ...]]:
     nemesis = SCENARIOS[scenario].nemesis
     if nemesis is Nemesis.DUPLICATE:
         return st.booleans().map(lambda held: (HELD_FOR_DUPLICATE,) if held else ())
-    strike = st.sampled_from(strikes(faults, boundaries))
+    strike = st.sampled_from(strikes(faults))
     if nemesis is Nemesis.REMINT:  # one fault per op: each re-mints it
         one = st.tuples(st.integers(1, retries), strike).map(lambda t: (Armed(t[0], *t[1]),))
         return st.one_of(st.just(()), one)
@@ -170,14 +163,13 @@ def _trial(
     faults: Sequence[Fault],
     max_held: int | None,
     policy: Redelivery | None,
-    boundaries: Sequence[Boundary],
 ) -> Trial:
     target = draw(st.sampled_from(targets))
     # The first scenario for half the trials: the others (a narrower space, often) share the rest.
     scenario = draw(st.sampled_from(scenarios[1:])) if len(scenarios) > 1 and draw(st.booleans()) else scenarios[0]
     alone = any(RULES[f].alone for f in faults) and draw(st.integers(1, ALONE_SHARE)) == ALONE_SHARE
     allowed = [f for f in faults if alone or not RULES[f].alone]
-    ops = draw(st.lists(op_strikes(scenario, retries, allowed, policy, boundaries), min_size=1, max_size=max_ops))
+    ops = draw(st.lists(op_strikes(scenario, retries, allowed, policy), min_size=1, max_size=max_ops))
     return Trial(target, fitted(Schedule(tuple(ops), scenario, retries), max_held))
 
 
@@ -189,10 +181,8 @@ def trials(
     faults: Sequence[Fault] = FAULTS,
     max_held: int | None = None,
     policy: Redelivery | None = None,
-    boundaries: Sequence[Boundary] = ORDER,
 ) -> st.SearchStrategy[Trial]:
-    """`boundaries`: where the strikes may be (a job on a destination: `labcore.destination.STRUCK`)."""
-    return _trial(targets, scenarios, max_ops, retries, faults, max_held, policy, boundaries)
+    return _trial(targets, scenarios, max_ops, retries, faults, max_held, policy)
 
 
 def batches(trial: st.SearchStrategy[Trial], size: int) -> st.SearchStrategy[list[Trial]]:

@@ -103,18 +103,34 @@ class Trials:
 
     def outcome(self, trials: Sequence[Trial], phase: str) -> list[TrialResult]:
         """Each trial's outcome: run now (the new ones, at once), or as first seen."""
-        new = list(dict.fromkeys(t for t in trials if t not in self._known))
-        for judged in self.run(new, phase):
-            self._known[judged.trial] = judged
+        self.run(list(dict.fromkeys(t for t in trials if t not in self._known)), phase)
         return [self._known[t] for t in trials]
 
-    def run(self, trials: Sequence[Trial], phase: str) -> list[TrialResult]:
-        """These trials run now as parallel cells, whatever was seen before."""
+    def run(
+        self,
+        trials: Sequence[Trial],
+        phase: str,
+        parallel: int | None = None,
+        until: Callable[[TrialResult], bool] | None = None,
+    ) -> list[TrialResult]:
+        """These trials run now, whatever was seen before: `parallel` at a time (all at once if
+        None), each started as one ends. Once one makes `until` true no further trial starts:
+        the outcomes are of the trials run, the first ones (they start in order)."""
         if not trials:
             return []
         s = self.settings
         self._batches += 1
         cells = [Cell.trial(t.target.name, t.schedule, t.target.handler, s.delivery) for t in trials]
+        out: dict[int, TrialResult] = {}  # by the trial's index, as each is judged
+        last: list[TrialResult] = []
+
+        def judged(index: int, total: int, row: Row) -> None:
+            result = out[index] = TrialResult(trials[index - 1], row, found_in(row), phase)
+            last[:] = [result]
+            self._known.setdefault(result.trial, result)  # as first seen: a confirmation reruns it
+            self.judged.append(result)
+            self._heard(result, phase)
+
         options = RunOptions(
             cells=cells,
             plan=scheduled,
@@ -123,19 +139,16 @@ class Trials:
             seed=s.seed,
             client_timeout=s.client_timeout,
             cell_timeout=s.cell_timeout,
-            parallel=len(cells),
+            parallel=len(cells) if parallel is None else min(parallel, len(cells)),
             promise=s.promise,
             paths=s.paths,
             env=s.env,
             cell_prefix=f"{self._prefix}{self._batches}c",
             reader=s.reader,
+            until=None if until is None else (lambda row: until(last[0])),
         )
-        ran = run_cells(self._stack, options, lambda index, total, row: None, None, self._run_dir)
+        ran = run_cells(self._stack, options, judged, None, self._run_dir)
         self.rows += ran.rows
         if ran.failure is not None:
             raise RunFailure(ran.failure)
-        out = [TrialResult(t, row, found_in(row), phase) for t, row in zip(trials, ran.rows, strict=True)]
-        for judged in out:
-            self.judged.append(judged)
-            self._heard(judged, phase)
-        return out
+        return [out[i] for i in sorted(out)]

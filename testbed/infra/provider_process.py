@@ -41,13 +41,15 @@ def provider_client(url: str, token: str | None, timeout: float) -> httpx.Client
     import httpx
 
     path = unix_path(url)
-    transport = None if path is None else httpx.HTTPTransport(uds=path)
+    verify = url.startswith("https:")
+    # A transport given to the client is built with its own TLS settings: the client's are not its.
+    transport = None if path is None else httpx.HTTPTransport(uds=path, verify=verify)
     return httpx.Client(
         base_url=url if path is None else "http://provider",
         headers=bearer(token),
         trust_env=False,
         timeout=timeout,
-        verify=url.startswith("https:"),
+        verify=verify,
         transport=transport,
     )
 

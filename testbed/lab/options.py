@@ -24,6 +24,7 @@ from testbed.nemesis.recovery import Recovery
 from workers.strategies import parse_strategy
 
 if TYPE_CHECKING:
+    from testbed.judge.scorecard import Row
     from testbed.lab.destination import Reader
 
 # A schedule has at most ten ops of a few attempts each: a few KB.
@@ -56,6 +57,9 @@ class RunOptions:
     cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
     # A real destination the users' jobs talk to through the lab, and its evidence reader: the judge.
     reader: Reader | None = None
+    # Once a judged row makes it true, no further cell starts (the cells in flight are judged):
+    # explore stops at the first failure of a bounded space it runs as one stream of cells.
+    until: Callable[[Row], bool] | None = None
 
 
 def matrix_cells(

@@ -199,6 +199,8 @@ class CellRunner:
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
                 self.judged(done.index, len(cells), row)
+                if o.until is not None and o.until(row):
+                    waiting.clear()
             self._feed()
             now = time.monotonic()
             for r in self._running.values():
@@ -238,8 +240,17 @@ class CellRunner:
         )
         function, spec = self.stack.options.engine.job_function(cell), asdict(builtin)
         if cell.handler is not None:
+            destination = None if o.reader is None else o.reader.destination
             spec = userjobs.job_spec(
-                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env, s.provider.mail_relay
+                s.keys.prefix,
+                cell_id,
+                cell.handler,
+                ledger,
+                s.provider.url,
+                o.paths,
+                o.env,
+                destination,
+                s.provider.mail_relay,
             )
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from labcore import procs
+from labcore.destination import Destination
 from testbed import inputs
 from testbed.errors import UsageError
 from testbed.judge.promises import Promise, parse_promise
@@ -36,18 +37,19 @@ def prepare(
     import_timeout: float = IMPORT_TIMEOUT,
     engine: str = "rq",
     app: str | None = None,
+    plugins: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """Check the handlers before anything starts (each must import, within `import_timeout`
     seconds, and name a callable, with `env` set as in its work-horses), and have the run's
     workers preload the job wrapper. With a user's `app`, each handler must be a task of
-    that app of the `engine`'s. The paths, absolute."""
+    that app of the `engine`'s, and each of `plugins` a plugin of the engine's client. The paths, absolute."""
     if not 0 < import_timeout <= _MAX_IMPORT_TIMEOUT:  # also NaN
         raise UsageError(f"--import-timeout must be a number of seconds in (0, {_MAX_IMPORT_TIMEOUT:.0f}]")
     try:
         parse_promise(promise)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    for spec in [*handlers, *([app] if app else [])]:
+    for spec in [*handlers, *([app] if app else []), *plugins]:
         try:
             split(spec)
         except TargetError:
@@ -57,7 +59,7 @@ def prepare(
         if not Path(path).is_dir():
             raise UsageError(f"--path {path} is not a directory")
     if handlers:
-        libraries = check(handlers, absolute, env or {}, import_timeout, engine, app)
+        libraries = check(handlers, absolute, env or {}, import_timeout, engine, app, plugins)
         os.environ[USER_JOBS_ENV] = jobs_env(libraries)
     return absolute
 
@@ -69,6 +71,7 @@ def check(
     timeout: float,
     engine: str = "rq",
     app: str | None = None,
+    plugins: Sequence[str] = (),
 ) -> list[str]:
     """Import the handlers in a process of their own, as a work-horse will (the
     lab never imports users' code); the installed libraries they import. The check
@@ -81,6 +84,8 @@ def check(
         argv += ["--path", path]
     if app:
         argv += ["--engine", engine, "--app", app]
+    for plugin in plugins:
+        argv += ["--plugin", plugin]
     named = inputs.quoted(", ".join(handlers))
     code, stdout, stderr = bounded(argv, os.environ | env, timeout)
     if code is None:
@@ -142,8 +147,13 @@ def job_spec(
     provider: str,
     paths: Sequence[str],
     env: dict[str, str],
+    destination: Destination | None = None,
     mail_relay: str | None = None,
 ) -> dict[str, Any]:
+    """`destination`: the run's real one, whose effect rules the work-horse applies too (its boundaries)."""
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), mail_relay))
+    # An SMTP destination's messages are all effects: no rules for the worker's clients to match.
+    effects = None if destination is None or destination.is_mail else destination.effects.spelled()
+    spec = UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), effects, mail_relay)
+    return asdict(spec)

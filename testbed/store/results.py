@@ -296,6 +296,9 @@ class GivenOptions(Record):
     temporal_workflow: str | None = Field(
         None, description="The user's Temporal workflow whose activity ran (--temporal-workflow)."
     )
+    temporal_plugins: list[str] | None = Field(
+        None, description="The Temporal plugins its workers' client took (--temporal-plugin)."
+    )
     visibility_timeout: int | None = Field(
         None, description="Celery: seconds before the broker restored a killed worker's unacknowledged task."
     )

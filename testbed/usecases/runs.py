@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 
 from labcore import plan as plans
 from labcore.boundaries import Boundary
-from labcore.destination import refused_boundaries
 from labcore.faults import RULES, Fault
 from labcore.procs import free_port
 from testbed.engines import engine_of
@@ -28,6 +27,9 @@ from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
+
+# The lab's own client's boundaries: a job's mail client (smtplib) is not instrumented, so a kill there never strikes.
+MAIL_CLIENT_SIDE = (Boundary.BEFORE_REQUEST, Boundary.AFTER_RECEIPT)
 
 # A cell's own time, before the ops' share and any recovery the run waits for.
 BASE_CELL_TIMEOUT = 120.0
@@ -49,7 +51,8 @@ class Jobs:
         """Each handler checked in a process of its own, as the engine runs it (a UsageError says
         why not); the paths, absolute."""
         env, name, app = dict(self.env), engine_of(engine).name, engine.app or engine.workflow
-        return userjobs.prepare(self.handlers, self.paths, self.promise, env, self.import_timeout, name, app)
+        timeout = self.import_timeout
+        return userjobs.prepare(self.handlers, self.paths, self.promise, env, timeout, name, app, engine.plugins)
 
     def reader(self, paths: Sequence[str]) -> Reader | None:
         """The destination's evidence reader, the destination checked and answering (else exit 2),
@@ -129,8 +132,13 @@ class RunRequest:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
-        if reader is not None and (refused := refused_boundaries(self.armed_boundaries())) is not None:
-            raise UsageError(refused)
+        if reader is not None and reader.destination.is_mail:
+            at_client = [b.value for b in MAIL_CLIENT_SIDE if any(c.boundary is b for c in self.cells)]
+            if at_client:
+                raise UsageError(
+                    f"{' and '.join(at_client)} at an smtp:// destination: the job's mail client is not one the lab"
+                    " instruments; a message is seen at the relay only (--boundary before-effect, after-effect)"
+                )
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
         stack, cells = on_engine(self.engine, self.jobs.with_sandbox(stack), self.cells, shape)
         if self.overrides and stack.engine.name != "rq":
@@ -159,15 +167,6 @@ class RunRequest:
             reader=reader,
         )
         return PreparedRun(stack, options)
-
-    def armed_boundaries(self) -> set[Boundary]:
-        """Where the run's faults may strike: each cell's boundary, and those load's plans draw from."""
-        boundaries = {c.boundary for c in self.cells if c.boundary is not None}
-        for cell in self.cells:
-            plan = self.plan(cell)
-            if isinstance(plan, plans.Random):
-                boundaries.update(plan.boundaries)
-        return boundaries
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labcore.boundaries import ORDER
-from labcore.destination import STRUCK
 from testbed.engines import engine_of
 from testbed.engines.base import EngineChoice, RunShape
 from testbed.errors import UsageError
@@ -84,8 +82,6 @@ class SearchRequest:
             self.confirm,
             self.database,
             faults,
-            # A job on its own SDK never passes the lab's client's boundaries: no strike is drawn there.
-            STRUCK if reader is not None else ORDER,
             self.search,
             self.depth,
             self.sample,

@@ -1,7 +1,6 @@
 """The provider's proxy over real sockets: a provider process, a destination in a thread, and
 a job's request through `/d/{token}/...` as an SDK would send it: a repeated header, an
-upload over the provider's own body cap, one past the proxy's, and an answer's Set-Cookie.
-And the boundaries a run with a destination refuses: the lab's own client's."""
+upload over the provider's own body cap, one past the proxy's, and an answer's Set-Cookie."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pytest
 
 from labcore.scoped import Scope, sign
 from provider.wire import MAX_BODY, MAX_FORWARDED_BODY
-from tests.support.helpers import assert_left_nothing, run_testbed
 from tests.support.standalone import Standalone
 
 pytestmark = pytest.mark.e2e
@@ -95,29 +93,3 @@ def test_an_upload_goes_on_whole_and_one_past_the_proxys_cap_is_the_labs_failure
     with provider.client() as admin:
         health = admin.get("/health").json()
     assert health["failures"] == 1 and "does not pass on" in health["failure"]
-
-
-@pytest.mark.parametrize(
-    ("command", "boundaries", "named"),
-    [
-        ("chaos", ["before-request"], "before-request is"),
-        ("chaos", ["after-effect", "after-receipt"], "after-receipt is"),
-        ("replay", ["before-request"], "before-request is"),
-        ("load", ["after-receipt", "before-request"], "before-request and after-receipt are"),
-    ],
-)
-def test_the_lab_clients_boundaries_are_refused_with_a_destination_before_any_work(
-    workdir: Path, destination: str, command: str, boundaries: list[str], named: str
-) -> None:
-    """A job on its own SDK never passes them: one line, exit 2, nothing run, nothing sent."""
-    jobs = "examples.own_service.jobs"
-    args = ["--handler", f"{jobs}:keyed", "--destination", destination, "--evidence", f"{jobs}:effects"]
-    args += [word for b in boundaries for word in ("--boundary", b)]
-    ran = run_testbed(args, workdir, timeout=120, command=command)
-    assert ran.code == 2, ran.stderr
-    lines = ran.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"testbed: error: {named} at the lab's own client"), lines
-    assert "--boundary before-effect --boundary after-effect" in lines[0]
-    assert ran.results is None
-    assert {(method, path) for method, path, _, _ in received} == {("GET", "/")}  # the lab's check that it answers
-    assert_left_nothing(ran)

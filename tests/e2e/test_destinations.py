@@ -73,6 +73,27 @@ def test_the_queue_judges_a_keyed_and_a_naive_boto3_job(workdir: Path, moto: San
     assert moto.proc.poll() is None  # a destination the user started is never stopped by the lab
 
 
+def test_the_sdks_own_boundaries_strike_in_the_work_horse(workdir: Path, moto: Sandbox) -> None:
+    # boto3's SendMessage passes before-request and after-receipt in the work-horse: a kill at the first
+    # sent nothing (neither the lab nor the queue saw it), at the second the queue has the message.
+    handlers = ["--handler", "examples.sqs_fifo:keyed", "--handler", "examples.sqs_fifo:naive"]
+    args = [*handlers, "--destination", moto.url, *SQS, "--ops", str(OPS)]
+    ran = run_testbed([*args, "-b", "before-request", "-b", "after-receipt"], workdir, timeout=600)
+    assert ran.code == 1, ran.stderr  # the naive job duplicates at after-receipt
+    lines = ran.stdout.splitlines()
+    table = {line.split()[0]: line.split()[1:] for line in lines[lines.index("kill") + 2 :][:2]}
+    assert table["examples.sqs_fifo:keyed"] == ["20", "/", "0"] * 2
+    assert table["examples.sqs_fifo:naive"] == ["20", "/", "0", "22", "/", "0", "!"]
+    held = queue_messages(moto.url)  # the counts are the queue's
+    assert {row["cell"]: row["effects"] for row in ran.json["rows"]} == dict(held)
+    for handler in ("examples.sqs_fifo:keyed", "examples.sqs_fifo:naive"):
+        before, after = ran.row(handler, "before-request"), ran.row(handler, "after-receipt")
+        assert before["kills"] == after["kills"] == 2
+        # The killed attempts' sends never reached the proxy at before-request; at after-receipt they did.
+        assert (before["requests"], after["requests"]) == (OPS, OPS + 2)
+    assert_left_nothing(ran)
+
+
 @pytest.mark.parametrize("moto", [(sys.executable, "-m", "examples.sqs_window")], indirect=True, ids=["past-window"])
 def test_a_keyed_retry_past_the_deduplication_window_is_a_second_message(workdir: Path, moto: Sandbox) -> None:
     # moto's server whose queue clock moves one window on at every message: the keyed job's retry

@@ -112,3 +112,15 @@ def test_the_same_job_is_kept_by_stripe_stateful_mock_and_not_by_localstripe(
     # stripe-stateful-mock 0.0.16 has no PaymentIntents: the same keyed job on Customers.
     assert chaos("customer", "customer_effects", localstripe.url, workdir)[6:] == ["22", "/", "0", "!"]
     assert chaos("customer", "customer_effects", stateful_mock.url, workdir) == ["20", "/", "0"] * 3
+
+
+def test_the_stripe_sdks_own_boundaries_strike_in_the_work_horse(workdir: Path, localstripe: Sandbox) -> None:
+    # stripe-python's create (over requests) passes before-request and after-receipt in the work-horse.
+    args = ["--handler", "examples.stripe_payments:payment_intent", "--destination", localstripe.url]
+    args += ["--ops", str(OPS), "--destination-effect", "POST /v1/*", "--evidence", "examples.stripe_payments:effects"]
+    ran = run_testbed([*args, "-b", "before-request", "-b", "after-receipt"], workdir, timeout=600)
+    assert ran.code == 1, ran.stderr  # localstripe ignores the key: the retry after the receipt was lost is a second
+    rows = [(r["boundary"], r["kills"], r["requests"], r["effects"], r["missingOperations"]) for r in ran.json["rows"]]
+    assert rows == [("before-request", 2, OPS, OPS, 0), ("after-receipt", 2, OPS + 2, OPS + 2, 0)]
+    assert {r["cell"]: r["effects"] for r in ran.json["rows"]} == dict(payment_intents_by_cell(localstripe.url))
+    assert_left_nothing(ran)

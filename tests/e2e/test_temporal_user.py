@@ -47,6 +47,10 @@ def test_an_activity_keyed_from_the_workflow_and_activity_ids_is_exactly_once_in
     [
         (_users("send_naive", "send_naive"), f"--temporal-workflow {USER}:send_naive: not a Temporal workflow"),
         (_users("NaiveSend", "not_an_activity"), f"handler {USER}:not_an_activity: not a Temporal activity"),
+        (
+            [*_users("NaiveSend", "send_naive"), "--temporal-plugin", f"{USER}:POLICY"],
+            f"--temporal-plugin {USER}:POLICY: not a Temporal client plugin",
+        ),
         (["--temporal-workflow", "no_such:W", "--handler", f"{USER}:send_naive"], "cannot import no_such"),
         ([*_users("NaiveSend", "send_naive"), "--delivery", "retry"], "under its own retry policy and timeouts"),
         ([*_users("NaiveSend", "send_naive"), "-s", "retry-only"], "and no built-in strategy (-s)"),

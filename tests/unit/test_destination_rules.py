@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from labcore.boundaries import ORDER, Boundary
 from labcore.destination import (
-    CLIENT_SIDE,
-    STRUCK,
     BadDestination,
     Destination,
     Effects,
     Rule,
     parse_rule,
     parse_url,
-    refused_boundaries,
 )
 
 SQS_SEND = {b"x-amz-target": b"AmazonSQS.SendMessage", b"content-type": b"application/x-amz-json-1.0"}
@@ -106,15 +102,3 @@ def test_an_smtp_destination_is_mail_at_its_host_and_port() -> None:
     assert Destination(parse_url("smtp://127.0.0.1:2525")).origin == ("smtp", "127.0.0.1", 2525)
     assert Destination(parse_url("smtp://mail.example")).origin == ("smtp", "mail.example", 25)
     assert Destination("smtp://mail.example").is_mail
-
-
-def test_a_run_with_a_destination_refuses_the_lab_clients_boundaries_and_says_which() -> None:
-    assert refused_boundaries([None, Boundary.JOB_START, Boundary.BEFORE_EFFECT, Boundary.AFTER_RECORD]) is None
-    one = refused_boundaries([Boundary.AFTER_RECEIPT, Boundary.AFTER_EFFECT])
-    assert one is not None and one.startswith("after-receipt is at the lab's own client")
-    both = refused_boundaries(reversed(ORDER))
-    assert both is not None and both.startswith("before-request and after-receipt are at the lab's own client")
-    assert both.endswith(
-        "(--boundary job-start --boundary before-effect --boundary after-effect --boundary after-record)"
-    )
-    assert set(STRUCK) | CLIENT_SIDE == set(ORDER) and not set(STRUCK) & CLIENT_SIDE

@@ -42,6 +42,7 @@ def test_on_celery_each_cell_runs_once_per_setting_on_celerys_workers() -> None:
         (EngineChoice(visibility_timeout=30), "--visibility-timeout is a Celery setting"),
         (EngineChoice("celery", visibility_timeout=0), "--visibility-timeout must be from 1 to 604,800 (got 0)"),
         (EngineChoice(app="jobs:app"), "--celery-app runs one --handler, a task of the app, and no built-in"),
+        (EngineChoice("temporal", plugins=("p:plugin",)), "--temporal-plugin is for the client of a user's own"),
     ],
 )
 def test_a_choice_that_cannot_run_says_why(choice: EngineChoice, message: str) -> None:

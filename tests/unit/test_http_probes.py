@@ -1,5 +1,6 @@
 """The boundaries inside users' HTTP clients: httpx (sync and async), requests and urllib3,
-each sending real requests to a real server on loopback."""
+each sending real requests to a real server on loopback; and the same for a job's own SDK
+(boto3, stripe) calling its real destination through the lab, by the destination's rules."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import requests
 import urllib3
 
+from labcore.destination import Effects
 from testbed import boundary
 from workers import http_probes, scope
 
@@ -35,6 +37,12 @@ class _Provider(BaseHTTPRequestHandler):
             time.sleep(0.5)
         if "/broken" in self.path:
             self._answer(503, {"error": "the provider failed"})
+            return
+        if self.headers.get("X-Amz-Target") == "AmazonSQS.SendMessage":
+            self._answer(200, {"MessageId": "m-1"})
+            return
+        if "/v1/payment_intents" in self.path:
+            self._answer(200, {"id": "pi_1", "object": "payment_intent"})
             return
         self._answer(201, {"id": "eff_1"})
 
@@ -65,17 +73,22 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-@pytest.fixture
-def seen(server: str) -> Iterator[tuple[str, list[str]]]:
-    events: list[str] = []
-    attempt = scope.Attempt(
+def _recording(server: str, events: list[str], destination: scope.Proxied | None = None) -> scope.Attempt:
+    """An attempt that notes what it reports in `events`."""
+    return scope.Attempt(
         f"{server}/s/token",
         reach=lambda b: events.append(b.value),
         timed_out=lambda: events.append("timed out"),
         answered=lambda status: events.append(f"answer {status}"),
         failed=lambda failure, _: events.append(f"failed {failure}"),
+        destination=destination,
     )
-    with scope.running(attempt):
+
+
+@pytest.fixture
+def seen(server: str) -> Iterator[tuple[str, list[str]]]:
+    events: list[str] = []
+    with scope.running(_recording(server, events)) as attempt:
         yield attempt.base, events
 
 
@@ -173,3 +186,79 @@ def test_the_users_own_boundary_counts_once_per_attempt(seen: tuple[str, list[st
 def test_boundary_names_are_checked(name: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         boundary(name)
+
+
+SQS_SEND = "X-Amz-Target: AmazonSQS.SendMessage"
+
+
+@pytest.fixture
+def destined(server: str) -> Iterator[tuple[str, list[str]]]:
+    """An attempt of a run with a real destination: its base URL there, and what it reported."""
+    events: list[str] = []
+    effects = Effects.parse([SQS_SEND, "POST /v1/payment_intents*", "Action=SendMessage"])
+    with scope.running(_recording(server, events, scope.Proxied(f"{server}/d/token", effects))):
+        yield f"{server}/d/token", events
+
+
+def _form(method: str, url: str, timeout: float) -> None:
+    """A form body with an effect's field, as an SDK on the query protocol sends it."""
+    with httpx.Client(timeout=timeout) as client:
+        client.request(method, url, data={"Action": "SendMessage", "QueueUrl": "q"})
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_at_a_destination_only_an_effect_by_its_rules_passes_the_boundaries(
+    destined: tuple[str, list[str]], client: str
+) -> None:
+    base, events = destined
+    call = CLIENTS[client]
+    call("POST", f"{base}/", 2.0)  # a POST, but no rule's: a read (GetQueueUrl's kind)
+    call("GET", f"{base}/v1/payment_intents", 2.0)  # a listing: a read
+    assert events == []
+    call("POST", f"{base}/v1/payment_intents", 2.0)
+    call("POST", f"{base}/v1/payment_intents", 2.0)  # the attempt's second effect: no boundary again
+    # Nothing else of a destination's call is reported: the proxy logs each, and its answers are its own.
+    assert events == ["before-request", "after-receipt"]
+
+
+def test_at_a_destination_a_form_fields_rule_reads_the_body(destined: tuple[str, list[str]]) -> None:
+    base, events = destined
+    _form("POST", f"{base}/", 2.0)
+    assert events == ["before-request", "after-receipt"]
+
+
+def test_at_a_destination_a_5xx_or_a_timeout_is_not_the_labs_failure(destined: tuple[str, list[str]]) -> None:
+    base, events = destined
+    with pytest.raises(httpx.TimeoutException), httpx.Client(timeout=0.1) as client:
+        client.post(f"{base}/v1/payment_intents/slow")
+    requests.post(f"{base}/v1/payment_intents/broken", timeout=2)
+    assert events == ["before-request"]  # the first effect never had its answer: no after-receipt
+
+
+def test_boto3_passes_the_boundaries_at_its_send_message_only(destined: tuple[str, list[str]]) -> None:
+    from examples.sqs_fifo import client  # boto3's, as the worked example makes it
+
+    base, events = destined
+    sqs = client(base)
+    sqs.get_queue_url(QueueName="q.fifo")  # a POST the rules do not name (the server answers it 201)
+    assert events == []
+    sent = sqs.send_message(QueueUrl=f"{base}/1/q.fifo", MessageBody="b", MessageGroupId="g")
+    assert sent["MessageId"] == "m-1" and events == ["before-request", "after-receipt"]
+
+
+def test_the_stripe_sdk_passes_the_boundaries_at_its_create(destined: tuple[str, list[str]]) -> None:
+    import stripe
+
+    base, events = destined
+    client = stripe.StripeClient("sk_test_testbed", base_addresses={"api": base}, max_network_retries=0)
+    made = client.v1.payment_intents.create(params={"amount": 1000, "currency": "usd"})
+    assert made.id == "pi_1" and events == ["before-request", "after-receipt"]
+
+
+def test_a_destinations_request_is_an_effect_as_the_provider_sees_it() -> None:
+    to = scope.Proxied("http://lab/d/tok", Effects.parse(["POST /v1/*", "Action=SendMessage"]))
+    assert to.is_call("http://lab/d/tok") and to.is_call("http://lab/d/tok/v1") and to.is_call("http://lab/d/tok?a")
+    assert not to.is_call("http://lab/d/tokX/v1") and not to.is_call("http://lab/s/tok/api/x")
+    assert to.is_effect("post", "http://lab/d/tok/v1/charges?expand=x", {}, b"")  # the path after the base
+    assert not to.is_effect("POST", "http://lab/d/tok/v2/charges", {}, b"")
+    assert to.is_effect("GET", "http://lab/d/tok?Action=SendMessage", {}, b"")  # the query, the base itself

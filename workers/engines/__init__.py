@@ -20,5 +20,6 @@ def name() -> str:
 
 def side(engine: str | None = None) -> ModuleType:
     """An engine's workers' side (this process's, by default): `preload()` and `serve(argv)`,
-    and for an engine that runs a user's own app, `check_tasks(app, specs, paths)`."""
+    and for an engine that runs a user's own app, `check_tasks(app, specs, paths)` (and, for one
+    whose client takes plugins, `check_plugins(plugins)`)."""
     return importlib.import_module(MODULES[engine or name()])

@@ -71,6 +71,7 @@ STATE_ENV = "TESTBED_TEMPORAL_STATE"  # a directory of the run's: each worker's 
 WORKFLOW_ENV = "TESTBED_TEMPORAL_WORKFLOW"  # the user's workflow class, package.module:attribute
 ACTIVITY_ENV = "TESTBED_TEMPORAL_ACTIVITY"  # its activity under test, package.module:attribute
 PATHS_ENV = "TESTBED_TEMPORAL_PATHS"  # os.pathsep-separated, put on sys.path before their import
+PLUGINS_ENV = "TESTBED_TEMPORAL_PLUGINS"  # the user's client plugins, package.module:attribute, comma-separated
 
 
 @workflow.defn(name=WORKFLOW)
@@ -314,6 +315,16 @@ def check_tasks(workflow_spec: str, found: Any, activities: Mapping[str, Any]) -
     return None
 
 
+def check_plugins(plugins: Mapping[str, Any]) -> str | None:
+    """Why one of `plugins` (by spec) is not a Temporal client plugin; None if none (the import check)."""
+    from temporalio.client import Plugin
+
+    for spec, found in plugins.items():
+        if not isinstance(found, Plugin):
+            return f"--temporal-plugin {spec}: not a Temporal client plugin (a temporalio.client.Plugin)"
+    return None
+
+
 def _users() -> tuple[list[type], list[Callable[..., Any]], list[Interceptor]]:
     """The user's workflow and activity (and the lab's interceptor), if the run has them, and
     the lab's own workflow and activities otherwise."""
@@ -330,8 +341,18 @@ def _users() -> tuple[list[type], list[Callable[..., Any]], list[Interceptor]]:
     return [found], [fn, given_up], [_Lab(performed.name or fn.__name__)]
 
 
+def _plugins() -> list[Any]:
+    """The user's Temporal plugins (a framework's: its payload converter, the activities it
+    registers), on the worker's client as on the user's own: Temporal applies those that are
+    worker plugins too to the worker built on that client."""
+    from workers import specs
+
+    paths = [p for p in os.environ.get(PATHS_ENV, "").split(os.pathsep) if p]
+    return [specs.find(spec, paths) for spec in os.environ.get(PLUGINS_ENV, "").split(",") if spec]
+
+
 async def _work(name: str) -> None:
-    client = await Client.connect(os.environ[ADDRESS_ENV], namespace=os.environ[NAMESPACE_ENV])
+    client = await Client.connect(os.environ[ADDRESS_ENV], namespace=os.environ[NAMESPACE_ENV], plugins=_plugins())
     workflows, activities, interceptors = _users()
     worker = Worker(
         client,
