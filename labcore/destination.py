@@ -139,7 +139,13 @@ class Destination:
         """The scheme, the host and the port connected to."""
         parts = urlsplit(self.url)
         scheme = parts.scheme
-        return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
+        return scheme, parts.hostname or "", parts.port or _DEFAULT_PORTS[scheme]
+
+    @property
+    def is_mail(self) -> bool:
+        """An SMTP destination (`smtp://host:port`): every message the job sends is an effect,
+        relayed at the end of its DATA (`provider.smtp`)."""
+        return urlsplit(self.url).scheme == MAIL_SCHEME
 
     @property
     def base_path(self) -> str:
@@ -150,8 +156,13 @@ class Destination:
         return {"url": self.url, "effects": self.effects.spelled()}
 
 
+MAIL_SCHEME = "smtp"
+_DEFAULT_PORTS = {"http": 80, "https": 443, MAIL_SCHEME: 25}
+
+
 def parse_url(url: str) -> str:
-    """A destination's base URL: http(s), a host, maybe a port and a path; no query, no credentials."""
+    """A destination's base URL: http(s), a host, maybe a port and a path; no query, no credentials.
+    Or an SMTP server's, `smtp://host:port`, with no path either."""
     if len(url) > MAX_URL:
         raise BadDestination(f"destination URL over {MAX_URL} characters")
     try:
@@ -159,8 +170,10 @@ def parse_url(url: str) -> str:
         parts.port  # noqa: B018  (a port out of range raises here)
     except ValueError:
         raise BadDestination(f"destination {url!r} is not a URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadDestination(f"destination {url!r} must be an http:// or https:// URL with a host")
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise BadDestination(f"destination {url!r} must be an http://, https:// or smtp:// URL with a host")
+    if parts.scheme == MAIL_SCHEME and parts.path not in ("", "/"):
+        raise BadDestination(f"destination {url!r}: an SMTP server's URL has no path")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise BadDestination(f"destination {url!r}: no query, fragment or credentials in the URL")
     return url

@@ -29,6 +29,9 @@ ROOT = "/s"
 # what is sent under it is forwarded there, attributed by the same token.
 DESTINATION_ENV = "TESTBED_DESTINATION_URL"
 DESTINATION_ROOT = "/d"
+# An SMTP destination's: the user name a job's mail client logs in to the lab's relay with, its
+# password the token (provider.smtp); the relay takes any user name, the token says who it is.
+MAIL_USER = "testbed"
 # What the provider takes as an effect, under `{base}/api/`.
 EFFECT_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _MAC_BYTES = 16

@@ -34,6 +34,7 @@ def main() -> None:
     # connection made while a crashed provider is restarting waits in the socket's
     # backlog for the next one, instead of being refused (a fault nobody planned).
     where.add_argument("--fd", type=int, action="append", help="serve on this inherited listening socket")
+    parser.add_argument("--mail-fd", type=int, help="relay SMTP on this inherited listening socket (provider.mail)")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--bus-prefix")
@@ -62,6 +63,7 @@ def main() -> None:
             access_log=not args.quiet,
             uds=args.uds,
             announce=PROG,
+            mail=None if args.mail_fd is None else socket.socket(fileno=args.mail_fd),
         )
 
 

@@ -58,6 +58,7 @@ def serve(
     access_log: bool = False,
     uds: Path | None = None,
     announce: str | None = None,
+    mail: socket.socket | None = None,
 ) -> None:
     """`bus_url` (with the Redis password) and `token` come from the caller's
     environment, never from a command line: see labcore.credentials. With
@@ -65,7 +66,8 @@ def serve(
     chose and named the port, or holds them across the provider's restarts).
     With `uds`, serve on that unix socket too (the same service, the same token):
     the lab's own work-horses on this host connect there, without a TCP connect per job.
-    With `announce` (the command's name), say on stderr where it serves, once bound."""
+    With `announce` (the command's name), say on stderr where it serves, once bound.
+    With `mail`, relay SMTP on that bound socket too, to a run's smtp:// destination (`provider.mail`)."""
     die_with_parent(parent_pid)
     with uncollected():  # the store and the service live as long as the provider
         store = Store(db)
@@ -86,7 +88,7 @@ def serve(
                 uds.unlink()
 
     try:
-        Server(service, listening, close, access_log, gate).run()
+        Server(service, listening, close, access_log, gate, mail).run()
     finally:
         close()
 
@@ -108,10 +110,12 @@ class Server:
         close: Callable[[], None],
         access_log: bool = False,
         gate: Gate | None = None,
+        mail: socket.socket | None = None,
     ) -> None:
         """`close`: what a SIGTERM that ends the process at once does first. `gate`: while
-        it is closed, no new connection is accepted (`provider.gate`)."""
+        it is closed, no new connection is accepted (`provider.gate`). `mail`: the SMTP relay's socket."""
         self._service = service
+        self._mail = mail
         self._sockets = sockets
         self._gate = gate
         # Each server listens on a copy of its socket, so that it can stop accepting
@@ -209,10 +213,17 @@ class Server:
             self._gate.also(close, reopen)
         self._connections = connections
         self._ticker = loop.call_later(1, self._tick, loop, connections)
+        relay = None
+        if self._mail is not None:
+            from provider import mail  # smtplib and the SMTP wire: only for a run that relays mail
+
+            relay = await mail.serve(self._mail, self._service)
         try:
             await self._stop.wait()
         finally:
             self._ticker.cancel()
+            if relay is not None:
+                relay.close()
             self._stop_accepting()
             connections.shutdown()
             deadline = loop.time() + GRACE

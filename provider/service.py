@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from http import HTTPStatus
-from typing import Any, assert_never
+from typing import Any, TypeVar, assert_never
 from urllib.parse import unquote
 
 from labcore.answers import RETRY_AFTER, UNPROCESSED
@@ -49,8 +49,11 @@ from provider.ledger import Answer, SendTicket
 from provider.limits import MAX_HEAD, MAX_HEADERS
 from provider.routes import ROUTES, Resource, read
 from provider.scopes import Scopes
+from provider.smtp import Mail, Reply
 from provider.store import Forwarded, LogReader, Store, UnknownLedger
 from provider.wire import MAX_BODY, MAX_FORWARDED_BODY, Fields
+
+_Sent = TypeVar("_Sent")  # what a destination's answer is, by protocol
 
 # Request and Response: plain dataclasses, made for every request (see provider.commands); never changed.
 
@@ -108,6 +111,9 @@ _FORWARD_TOO_LARGE = (
 FORWARD_TOO_LARGE = Response(413, {"error": _FORWARD_TOO_LARGE}, close=True)
 NOT_FOUND = Response(404, {"error": "not found"})
 NO_DESTINATION = Response(404, {"error": "no destination for this ledger"})
+NO_MAIL_DESTINATION = Reply(550, "5.7.1 no SMTP destination for this run: the lab relays none")
+MAIL_ABANDONED = Reply(451, "4.3.0 message abandoned")
+MAIL_TURNED_AWAY = Reply(421, "4.3.2 the provider is restarting; the message was not processed")
 UNKNOWN_LEDGER = Response(404, {"error": "unknown ledger"})
 NOT_JSON = Response(415, {"error": "an effect's body must be JSON"})
 NO_LOOKUP = Response(501, {"error": "this provider offers no lookup by reference"})
@@ -372,14 +378,17 @@ class Service:
         hit = self._scopes.first_use(scope)  # only an admitted effect uses the armed hit up
         return _response(self._store.apply(ticket, payload)) if hit is None else self._held(ticket, payload, hit)
 
+    def _destination(self, ledger: str) -> Destination | None:
+        if ledger not in self._destinations:
+            self._destinations[ledger] = self._store.destination(ledger)
+        return self._destinations[ledger]
+
     def _forward(self, request: commands.Forward) -> Response | HeldSend:
         """A job's request to its destination: forwarded in a thread (the destination takes its
         time), and, if it is an effect and its scope is armed, held at its boundaries there."""
         scope = self._scopes.verify(request.token)
-        if scope.ledger not in self._destinations:
-            self._destinations[scope.ledger] = self._store.destination(scope.ledger)
-        destination = self._destinations[scope.ledger]
-        if destination is None:
+        destination = self._destination(scope.ledger)
+        if destination is None or destination.is_mail:
             return NO_DESTINATION
         path = "/" + request.path
         effect = destination.effects.of(request.method, path, request.query, request.headers, request.body)
@@ -390,31 +399,74 @@ class Service:
     def _pass(
         self, destination: Destination, request: commands.Forward, path: str, logged: Forwarded, hit: Hit | None
     ) -> Response | forward.Passed:
-        """Runs in a thread: the request held before it goes on (`before-effect`: the destination
-        never sees a dropped one), forwarded, and its answer held (`after-effect`: the destination
-        has applied it, the job has no answer yet)."""
+        """Runs in a thread: the request forwarded through the boundaries (`_through`)."""
+
+        def send() -> tuple[Response | forward.Passed, int]:
+            lines = request.headers.lines()
+            try:
+                answer = forward.forward(destination, request.method, path, request.query, lines, request.body)
+            except forward.TooLarge as exc:  # not the destination's doing, nor the job's: the lab's
+                self.failures.note(str(exc))
+                return forward.failed(HTTPStatus.BAD_GATEWAY, str(exc)), 0
+            except forward.DestinationDown as exc:
+                return forward.failed(HTTPStatus.BAD_GATEWAY, f"the destination did not answer: {exc}"), 0
+            return answer, answer.status
+
+        dropped: Response | forward.Passed = ABANDONED
+        return self._through(logged, hit, send, dropped)
+
+    def _through(
+        self, logged: Forwarded, hit: Hit | None, send: Callable[[], tuple[_Sent, int]], dropped: _Sent
+    ) -> _Sent:
+        """An effect on its way to a destination, over any protocol, in a thread of its own: held
+        before it goes on (`before-effect`: the destination never sees a dropped one, answered
+        `dropped`), sent (`send` gives the answer and the status the log keeps, 0 for none), and
+        its answer held (`after-effect`: the destination has applied it, the job has no answer yet)."""
         holds = self._holds
         if hit is not None and holds.at(Boundary.BEFORE_EFFECT, hit) is Release.DROP:
             self._store.record_forward(logged)
             holds.done(Boundary.BEFORE_EFFECT, hit)
-            return ABANDONED
-        try:
-            lines = request.headers.lines()
-            answer = forward.forward(destination, request.method, path, request.query, lines, request.body)
-        except forward.TooLarge as exc:  # not the destination's doing, nor the job's: the lab's
-            self.failures.note(str(exc))
-            answer = forward.failed(HTTPStatus.BAD_GATEWAY, str(exc))
-            self._store.record_forward(logged)
-        except forward.DestinationDown as exc:
-            answer = forward.failed(HTTPStatus.BAD_GATEWAY, f"the destination did not answer: {exc}")
-            self._store.record_forward(logged)
-        else:
-            self._store.record_forward(replace(logged, status=answer.status))
+            return dropped
+        answer, status = send()
+        self._store.record_forward(replace(logged, status=status))
         if hit is not None:
             holds.done(Boundary.BEFORE_EFFECT, hit)
             holds.at(Boundary.AFTER_EFFECT, hit)
             holds.done(Boundary.AFTER_EFFECT, hit)
         return answer
+
+    def mail_scoped(self, credential: str) -> bool:
+        """Whether a mail client's AUTH password is an attempt's token (`provider.smtp`)."""
+        try:
+            self._scopes.verify(credential)
+        except BadScope:
+            return False
+        return True
+
+    def relay_mail(self, mail: Mail, deliver: Callable[[Destination, Mail], Reply]) -> Reply:
+        """A job's message to its SMTP destination, whole, through the boundaries (`_through`), in a
+        thread of its own (`provider.mail`); every message is an effect. Its connection's token says
+        its op and attempt, and may carry the attempt's armed fault, as a forwarded request's does."""
+        scope = self._scopes.verify(mail.credential)
+        destination = self._destination(scope.ledger)
+        if destination is None or not destination.is_mail:
+            return NO_MAIL_DESTINATION
+        if not self._gate.enter():
+            return MAIL_TURNED_AWAY
+        try:
+            hit = self._scopes.first_use(scope)
+            logged = Forwarded(scope.ledger, scope.reference, scope.attempt, "DATA", mail.message_id, True, 0)
+
+            def send() -> tuple[Reply, int]:
+                try:
+                    reply = deliver(destination, mail)
+                except forward.DestinationDown as exc:
+                    return Reply(451, f"4.4.1 the destination did not answer: {exc}"), 0
+                return reply, reply.code
+
+            return self._through(logged, hit, send, MAIL_ABANDONED)
+        finally:
+            self._gate.leave()
 
     def _held(self, ticket: SendTicket, payload: dict[str, Any], hit: Hit) -> HeldSend:
         return HeldSend(functools.partial(self._hold, ticket, payload, hit), self._gate.leave)

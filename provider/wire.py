@@ -137,9 +137,9 @@ def _destination(fields: dict[str, Any]) -> Destination:
 
 # What `labcore.destination.parse_url` takes, as the document says it: http(s), a host (a name or
 # an IPv4 address; an IPv6 literal is taken, not documented), a port in range, a path; no query,
-# fragment or credentials.
+# fragment or credentials. Or smtp, a host and a port, with no path.
 _PORT = "([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-URL_PATTERN = rf"https?://[A-Za-z0-9._~-]+(:{_PORT})?(/[^?#@\x00-\x20]*)?"
+URL_PATTERN = rf"(https?://[A-Za-z0-9._~-]+(:{_PORT})?(/[^?#@\x00-\x20]*)?|smtp://[A-Za-z0-9._~-]+(:{_PORT})?/?)"
 # What `labcore.destination.parse_rule` takes: a 'Header: value', a field=value, or a METHOD [/path*].
 RULE_PATTERN = r"\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+\s*:[\s\S]*|[^=\s]+=[\s\S]*|[A-Z]+( +/[\s\S]*)?\s*)"
 DESTINATION_BODY: Object[Destination] = Object(

@@ -395,11 +395,14 @@ def _jobs(
     handlers: Sequence[str], paths: Sequence[str], promise: str, env: dict[str, str] | None, to: Destined
 ) -> Jobs:
     """The users' jobs of a run or a search, as `testbed chaos` builds them (`Jobs`)."""
+    from testbed.errors import UsageError
     from testbed.lab.destination import EVIDENCE_TIMEOUT
     from testbed.usecases.runs import Jobs, destination_choice
 
     timeout = EVIDENCE_TIMEOUT if to.evidence_timeout is None else to.evidence_timeout
     choice = destination_choice(to.url, to.evidence, to.effects, timeout, to.command)
+    if choice is not None and choice.is_mail:  # its stack is started once, before a run's destination is known
+        raise UsageError("destination=smtp://...: the plugin relays no mail yet; run `testbed chaos` for it")
     return Jobs(tuple(handlers), tuple(paths), promise, dict(env or {}), destination=choice)
 
 

@@ -3,7 +3,8 @@
 The function is called as `function(op_id, payload)`, with the op's stable
 identity and its payload, and finds its own scoped base URL at the provider
 in `TESTBED_PROVIDER_URL` (and, for a real destination behind the lab, the base URL it gives
-its SDK in `TESTBED_DESTINATION_URL`). Around it, in code the user did not write:
+its SDK in `TESTBED_DESTINATION_URL`; for an SMTP destination, `smtp://testbed:TOKEN@host:port`,
+the lab's relay with the attempt's token as the password). Around it, in code the user did not write:
 
 - `job-start` before the user's module is imported (anew in every work-horse,
   as `rq worker` does, so a module that reads the URL at import gets this
@@ -34,6 +35,7 @@ from labcore.faults import RULES, Fault, Trigger
 from labcore.scoped import (
     DESTINATION_ENV,
     DESTINATION_ROOT,
+    MAIL_USER,
     PROVIDER_ENV,
     Scope,
     base_url,
@@ -63,6 +65,7 @@ class UserJobSpec:
     # A real destination behind the lab: which requests to it are effects, as the provider is given
     # them (`labcore.destination.Effects.spelled`); None: the run has none.
     effects: list[str] | None = None
+    mail_relay: str | None = None  # host:port where the provider relays SMTP, for an smtp:// destination
 
 
 def perform(spec: dict[str, Any], op: str, seq: int) -> Any:
@@ -84,8 +87,13 @@ def run(job: Job, spec: dict[str, Any], op: str, seq: int, function: Callable[..
     os.environ.update(s.env)
     os.environ[PROVIDER_ENV] = base
     # A destination the lab forwards to, if the run has one; the provider refuses it otherwise.
+    # An SMTP one is reached at the relay, the token the password a mail client logs in with; the
+    # job's mail client is not one the lab instruments, so no effect of it is seen at the client.
     proxied = base_url(s.provider, token, DESTINATION_ROOT)
-    os.environ[DESTINATION_ENV] = proxied
+    if s.mail_relay:
+        os.environ[DESTINATION_ENV] = f"smtp://{MAIL_USER}:{token}@{s.mail_relay}"
+    else:
+        os.environ[DESTINATION_ENV] = proxied
     destination = None if s.effects is None else scope.Proxied(proxied, Effects.parse(s.effects))
     attempt = scope.Attempt(
         base, probe.at, lambda: probe.event(EventKind.CALL_TIMEOUT), probe.contact, probe.call_failed, destination

@@ -133,6 +133,7 @@ class RemoteProvider:
 
     db = None  # its log is on its own host: read over HTTP (RemoteLog)
     pid = 0
+    mail_relay = None  # mail is relayed by a provider this host starts only
 
     def __init__(self, url: str, token: str | None) -> None:
         self.url = url.rstrip("/")

@@ -60,7 +60,8 @@ class ProviderProcess:
     backlog for the next one rather than being refused, so the crash reaches only the
     requests the provider held, the ones the fault was planned for."""
 
-    def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0) -> None:
+    def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0, mail: bool = False) -> None:
+        """`mail`: it relays SMTP too, on a loopback port of its own (`mail_relay`, host:port)."""
         self.db = workdir / "provider.sqlite3"
         self.log = workdir / "provider.log"
         self._sockets = [_listening(bind("127.0.0.1", port))]
@@ -78,6 +79,12 @@ class ProviderProcess:
         self._argv = [sys.executable, "-m", "provider", "--db", str(self.db)]
         for sock in self._sockets:
             self._argv += ["--fd", str(sock.fileno())]
+        self.mail_relay: str | None = None
+        if mail:
+            relay = _listening(bind("127.0.0.1", 0))
+            self._sockets.append(relay)
+            self.mail_relay = f"127.0.0.1:{relay.getsockname()[1]}"
+            self._argv += ["--mail-fd", str(relay.fileno())]
         self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid()), "--quiet"]
         self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}
         self._proc: subprocess.Popen[bytes] | None = None

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from labcore.destination import MAIL_SCHEME, Destination
 from testbed.errors import UsageError
 from testbed.infra.started import StartedPart
 
@@ -118,13 +119,29 @@ def parse_command(text: str, url: str, port: int | None = None) -> SandboxComman
 
 def answers(url: str, within: float = ANSWER_WITHIN) -> str | None:
     """None if the destination answers an HTTP request at its URL (any answer will do: a
-    sandbox's root may well be a 404); otherwise why not."""
+    sandbox's root may well be a 404), or, at an `smtp://` URL, greets with 220; otherwise
+    why not."""
+    if url.startswith(f"{MAIL_SCHEME}://"):
+        return _greets(url, within)
     import httpx  # not for a command line's start
 
     try:
         with httpx.Client(timeout=within) as client:
             client.get(url)
     except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return None
+
+
+def _greets(url: str, within: float) -> str | None:
+    import smtplib
+
+    _, host, port = Destination(url).origin
+    try:
+        # The name it greets with is the lab's: no look-up of this machine's name (smtplib's default).
+        with smtplib.SMTP(host, port, local_hostname="testbed.invalid", timeout=within) as client:
+            client.noop()
+    except (OSError, smtplib.SMTPException) as exc:
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return None
 

@@ -62,6 +62,7 @@ class StackOptions:
     remote: RemoteOptions | None = None
     engine: Engine = field(default_factory=RQ)  # the queue the jobs run on, and its workers
     sandbox: SandboxCommand | None = None  # the users' destination, started as a part of the stack
+    mail_relay: bool = False  # the provider relays SMTP too (an smtp:// destination)
 
 
 class ProviderEndpoint(Protocol):
@@ -79,6 +80,11 @@ class ProviderEndpoint(Protocol):
     @property
     def db(self) -> Path | None:
         """Its log, where it is on this machine."""
+        ...
+
+    @property
+    def mail_relay(self) -> str | None:
+        """Where it relays SMTP (host:port), if it does."""
         ...
 
 
@@ -260,7 +266,7 @@ class Stack(RunStack):
             self._server = server = engine_server(command, self.workdir)
             self._exit.callback(server.stop)  # after the workers, which reach it
             server.launch()
-        self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port)
+        self.provider = ProviderProcess(self.workdir, self.redis_url, self.keys.prefix, o.provider_port, o.mail_relay)
         self.supervisor = Supervisor(
             self.workdir,
             self.redis_url,

@@ -88,6 +88,10 @@ class DestinationChoice:
     command: str | None = None  # --destination-command: the sandbox the lab starts, as a shell would split it
     port: int | None = None  # the loopback port the lab picked for the command's `{port}` (in `url` already)
 
+    @property
+    def is_mail(self) -> bool:
+        return Destination(self.url).is_mail
+
     def check(self, handlers: Sequence[str]) -> Destination:
         """The destination, its input checked (a UsageError says what is wrong), before any work."""
         if not handlers:
@@ -99,6 +103,8 @@ class DestinationChoice:
             destination = Destination(parse_url(self.url), Effects.parse(self.effects))
         except (BadDestination, TargetError) as exc:
             raise UsageError(str(exc)) from None
+        if destination.is_mail and self.effects:
+            raise UsageError("--destination-effect is for HTTP: at an smtp:// destination every message is an effect")
         if not 0 < self.evidence_timeout <= _MAX_EVIDENCE_TIMEOUT:  # also NaN
             raise UsageError(f"--evidence-timeout must be a number of seconds in (0, {_MAX_EVIDENCE_TIMEOUT:.0f}]")
         self.sandbox()

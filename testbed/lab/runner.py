@@ -242,7 +242,15 @@ class CellRunner:
         if cell.handler is not None:
             destination = None if o.reader is None else o.reader.destination
             spec = userjobs.job_spec(
-                s.keys.prefix, cell_id, cell.handler, ledger, s.provider.url, o.paths, o.env, destination
+                s.keys.prefix,
+                cell_id,
+                cell.handler,
+                ledger,
+                s.provider.url,
+                o.paths,
+                o.env,
+                destination,
+                s.provider.mail_relay,
             )
         ops = o.ops if cell.schedule is None else len(cell.schedule.ops)
         running = _Running(

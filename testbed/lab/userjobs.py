@@ -148,9 +148,12 @@ def job_spec(
     paths: Sequence[str],
     env: dict[str, str],
     destination: Destination | None = None,
+    mail_relay: str | None = None,
 ) -> dict[str, Any]:
     """`destination`: the run's real one, whose effect rules the work-horse applies too (its boundaries)."""
     from workers.userjob import UserJobSpec  # imports rq: only once the run's key prefix is set
 
-    effects = None if destination is None else destination.effects.spelled()
-    return asdict(UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), effects))
+    # An SMTP destination's messages are all effects: no rules for the worker's clients to match.
+    effects = None if destination is None or destination.is_mail else destination.effects.spelled()
+    spec = UserJobSpec(prefix, cell, handler, ledger, provider, list(paths), dict(env), effects, mail_relay)
+    return asdict(spec)

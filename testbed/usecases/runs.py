@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from labcore import plan as plans
+from labcore.boundaries import Boundary
 from labcore.faults import RULES, Fault
 from labcore.procs import free_port
 from testbed.engines import engine_of
@@ -26,6 +27,9 @@ from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
+
+# The lab's own client's boundaries: a job's mail client (smtplib) is not instrumented, so a kill there never strikes.
+MAIL_CLIENT_SIDE = (Boundary.BEFORE_REQUEST, Boundary.AFTER_RECEIPT)
 
 # A cell's own time, before the ops' share and any recovery the run waits for.
 BASE_CELL_TIMEOUT = 120.0
@@ -62,7 +66,12 @@ class Jobs:
         return self.destination.reader(destination, paths)
 
     def with_sandbox(self, stack: StackOptions) -> StackOptions:
-        """The stack, with the destination's sandbox among its parts if the lab starts it."""
+        """The stack, with the destination's sandbox among its parts if the lab starts it, and
+        its provider relaying SMTP if the destination is an smtp:// one."""
+        if self.destination is not None and self.destination.is_mail:
+            if stack.remote is not None:
+                raise UsageError("an smtp:// --destination with --hosts: the lab relays mail from this host only")
+            stack = replace(stack, mail_relay=True)
         sandbox = None if self.destination is None else self.destination.sandbox()
         if sandbox is None:
             return stack
@@ -123,6 +132,13 @@ class RunRequest:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
+        if reader is not None and reader.destination.is_mail:
+            at_client = [b.value for b in MAIL_CLIENT_SIDE if any(c.boundary is b for c in self.cells)]
+            if at_client:
+                raise UsageError(
+                    f"{' and '.join(at_client)} at an smtp:// destination: the job's mail client is not one the lab"
+                    " instruments; a message is seen at the relay only (--boundary before-effect, after-effect)"
+                )
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
         stack, cells = on_engine(self.engine, self.jobs.with_sandbox(stack), self.cells, shape)
         if self.overrides and stack.engine.name != "rq":

@@ -72,9 +72,19 @@ def test_a_rule_that_is_none_of_them_is_refused(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://host/", "http://", "http://host/?q=1", "http://user:pw@host/", "http://host:99999/", "x" * 2001]
+    "url",
+    [
+        "ftp://host/",
+        "http://",
+        "http://host/?q=1",
+        "http://user:pw@host/",
+        "http://host:99999/",
+        "x" * 2001,
+        "smtp://host:25/mail",
+        "smtp://user:pw@host:25",
+    ],
 )
-def test_a_destination_url_must_be_plain_http(url: str) -> None:
+def test_a_destination_url_must_be_plain_http_or_smtp(url: str) -> None:
     with pytest.raises(BadDestination):
         parse_url(url)
 
@@ -85,3 +95,10 @@ def test_a_destination_is_reached_at_its_origin_under_its_path() -> None:
     assert d.base_path == "/api"
     assert Destination("http://127.0.0.1").origin == ("http", "127.0.0.1", 80)
     assert d.to_json() == {"url": "https://sandbox.example:8443/api/", "effects": ["DELETE", "PATCH", "POST", "PUT"]}
+    assert not d.is_mail
+
+
+def test_an_smtp_destination_is_mail_at_its_host_and_port() -> None:
+    assert Destination(parse_url("smtp://127.0.0.1:2525")).origin == ("smtp", "127.0.0.1", 2525)
+    assert Destination(parse_url("smtp://mail.example")).origin == ("smtp", "mail.example", 25)
+    assert Destination("smtp://mail.example").is_mail
