@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
+from labcore.boundaries import Boundary
 from labcore.scoped import EFFECT_METHODS
 
 _METHOD = re.compile(r"[A-Z]+")
@@ -157,6 +158,8 @@ class Destination:
 
 
 MAIL_SCHEME = "smtp"
+# The job's own client's boundaries: a job's mail client (smtplib) is not instrumented, so a kill there never strikes.
+MAIL_CLIENT_SIDE = (Boundary.BEFORE_REQUEST, Boundary.AFTER_RECEIPT)
 _DEFAULT_PORTS = {"http": 80, "https": 443, MAIL_SCHEME: 25}
 
 
@@ -177,3 +180,19 @@ def parse_url(url: str) -> str:
     if parts.query or parts.fragment or parts.username or parts.password:
         raise BadDestination(f"destination {url!r}: no query, fragment or credentials in the URL")
     return url
+
+
+def is_mail_url(url: str | None) -> bool:
+    """A `--destination` naming an SMTP server."""
+    return url is not None and urlsplit(url).scheme == MAIL_SCHEME
+
+
+def mail_refused(boundaries: Iterable[Boundary | None]) -> str | None:
+    """Why these boundaries cannot be struck at an smtp:// destination, if they cannot."""
+    at_client = [b.value for b in MAIL_CLIENT_SIDE if b in set(boundaries)]
+    if not at_client:
+        return None
+    return (
+        f"{' and '.join(at_client)} at an smtp:// destination: the job's mail client is not one the lab"
+        " instruments; a message is seen at the relay only (--boundary before-effect, after-effect)"
+    )

@@ -9,6 +9,7 @@ from typing import Annotated
 from typer import Option
 
 from labcore.boundaries import ORDER, parse_boundary
+from labcore.destination import MAIL_CLIENT_SIDE, is_mail_url, mail_refused
 from labcore.plan import Random
 from testbed.cli import checks, output
 from testbed.cli.base import app, examples
@@ -72,7 +73,11 @@ def load(
     your own job's (--handler) against its promise."""
     handlers = job_args.handlers
     names = parse_all(strategy, lambda s: parse_strategy(s).name) or ([] if handlers else list(STRATEGIES))
-    where = parse_all(boundary, parse_boundary) or list(ORDER)
+    mail = is_mail_url(destination_args.destination)
+    # At an smtp:// destination the job's own client's boundaries never strike: not drawn, and refused if named.
+    where = parse_all(boundary, parse_boundary) or [b for b in ORDER if not (mail and b in MAIL_CLIENT_SIDE)]
+    if mail and (refused := mail_refused(where)):
+        raise UsageError(refused)
     if None in where:
         raise UsageError("load kills at boundaries: `none` is not one (use --kill-rate 0 for no kills)")
     chosen = [parse_kill_fault("load", fault)]

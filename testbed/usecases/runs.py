@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from labcore import plan as plans
-from labcore.boundaries import Boundary
+from labcore.destination import mail_refused
 from labcore.faults import RULES, Fault
 from labcore.procs import free_port
 from testbed.engines import engine_of
@@ -27,9 +27,6 @@ from testbed.lab.destination import EVIDENCE_TIMEOUT, DestinationChoice, Reader
 from testbed.lab.options import RunOptions
 from testbed.nemesis.recovery import Recovery
 from testbed.usecases.engines import on_engine
-
-# The lab's own client's boundaries: a job's mail client (smtplib) is not instrumented, so a kill there never strikes.
-MAIL_CLIENT_SIDE = (Boundary.BEFORE_REQUEST, Boundary.AFTER_RECEIPT)
 
 # A cell's own time, before the ops' share and any recovery the run waits for.
 BASE_CELL_TIMEOUT = 120.0
@@ -130,15 +127,11 @@ class RunRequest:
 
     def prepare(self, stack: StackOptions) -> PreparedRun:
         """The jobs checked, the cells on the engine, the stack fitted to their faults."""
+        mail = self.jobs.destination is not None and self.jobs.destination.is_mail
+        if mail and (refused := mail_refused(c.boundary for c in self.cells)):
+            raise UsageError(refused)
         paths = self.jobs.prepare(self.engine)
         reader = self.jobs.reader(paths)
-        if reader is not None and reader.destination.is_mail:
-            at_client = [b.value for b in MAIL_CLIENT_SIDE if any(c.boundary is b for c in self.cells)]
-            if at_client:
-                raise UsageError(
-                    f"{' and '.join(at_client)} at an smtp:// destination: the job's mail client is not one the lab"
-                    " instruments; a message is seen at the relay only (--boundary before-effect, after-effect)"
-                )
         shape = RunShape(self.retries, self.jobs.handlers, paths, forced_recovery=self.recovery is Recovery.FORCED)
         stack, cells = on_engine(self.engine, self.jobs.with_sandbox(stack), self.cells, shape)
         if self.overrides and stack.engine.name != "rq":

@@ -59,3 +59,29 @@ def test_a_mailbox_holds_two_copies_at_after_effect_the_keyed_ones_under_one_mes
     before = ran.row(f"{JOBS}:keyed", "before-effect")
     assert before["requests"] == OPS + 1 and before["effects"] == OPS  # the held message was never passed on
     assert_left_nothing(ran)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "said"),
+    [
+        ("chaos", ["-b", "before-request"], "before-request at an smtp:// destination"),
+        ("load", ["-b", "after-receipt"], "after-receipt at an smtp:// destination"),
+        ("explore", [], "explore at an smtp:// destination: not in this version"),
+    ],
+)
+def test_what_never_strikes_at_a_mail_destination_is_refused_before_any_work(
+    workdir: Path, command: str, args: list[str], said: str
+) -> None:
+    """The job's mail client is not instrumented: a kill at its boundaries would never strike."""
+    url = f"smtp://127.0.0.1:{free_port()}"  # nothing listens: refused before the lab would look
+    ran = run_testbed(
+        ["--handler", f"{JOBS}:keyed", "--destination", url, "--evidence", f"{JOBS}:effects", *args],
+        workdir,
+        timeout=60,
+        command=command,
+    )
+    assert ran.code == 2, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"testbed: error: {said}"), lines
+    assert ran.results is None
+    assert_left_nothing(ran)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from labcore.boundaries import Boundary
 from labcore.destination import (
     BadDestination,
     Destination,
     Effects,
     Rule,
+    is_mail_url,
+    mail_refused,
     parse_rule,
     parse_url,
 )
@@ -102,3 +105,10 @@ def test_an_smtp_destination_is_mail_at_its_host_and_port() -> None:
     assert Destination(parse_url("smtp://127.0.0.1:2525")).origin == ("smtp", "127.0.0.1", 2525)
     assert Destination(parse_url("smtp://mail.example")).origin == ("smtp", "mail.example", 25)
     assert Destination("smtp://mail.example").is_mail
+
+
+def test_an_smtp_destination_refuses_the_job_clients_boundaries_only() -> None:
+    assert is_mail_url("smtp://127.0.0.1:2525") and not is_mail_url("http://127.0.0.1:2525") and not is_mail_url(None)
+    assert mail_refused([None, Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT, Boundary.JOB_START]) is None
+    refused = mail_refused([Boundary.AFTER_RECEIPT, Boundary.BEFORE_REQUEST])
+    assert refused is not None and refused.startswith("before-request and after-receipt at an smtp:// destination")
