@@ -146,7 +146,7 @@ class Destination:
     def is_mail(self) -> bool:
         """An SMTP destination (`smtp://host:port`): every message the job sends is an effect,
         relayed at the end of its DATA (`provider.smtp`)."""
-        return urlsplit(self.url).scheme == MAIL_SCHEME
+        return is_mail_url(self.url)
 
     @property
     def base_path(self) -> str:
@@ -189,7 +189,8 @@ def is_mail_url(url: str | None) -> bool:
 
 def mail_refused(boundaries: Iterable[Boundary | None]) -> str | None:
     """Why these boundaries cannot be struck at an smtp:// destination, if they cannot."""
-    at_client = [b.value for b in MAIL_CLIENT_SIDE if b in set(boundaries)]
+    armed = set(boundaries)  # read once: it may be a generator
+    at_client = [b.value for b in MAIL_CLIENT_SIDE if b in armed]
     if not at_client:
         return None
     return (

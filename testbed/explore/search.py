@@ -268,12 +268,9 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
     checked = checking(space, search, settings.promise, settings.delivery)
     equivalents = {t: Equivalents() for t in search.targets if t.handler}
     pending: list[Trial] = []
-    timed_out = False
 
     def stops(judged: TrialResult) -> bool:
-        nonlocal timed_out
-        timed_out = timed_out or (deadline is not None and time.monotonic() > deadline)
-        return timed_out or sought(judged.found, search.model_only)
+        return sought(judged.found, search.model_only) or (deadline is not None and time.monotonic() > deadline)
 
     def flush() -> TrialResult | None:
         outcome = _outcome(run, pending, "enumerate", search.parallel, stops)
@@ -300,12 +297,8 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
     size = None
     for trial in space:
         # Whether a schedule is pruned depends on the smaller ones' trials: run them first.
-        if pending and equivalents and size_of(trial.schedule) != size:
-            if (found := flush()) is not None:
-                return found
-            if timed_out:
-                spent(f"its {search.seconds:g} s were spent")
-                return None
+        if pending and equivalents and size_of(trial.schedule) != size and (found := flush()) is not None:
+            return found
         size = size_of(trial.schedule)
         if (why := _spent(run, search, deadline, len(pending))) is not None:
             if pending and (found := flush()) is not None:
@@ -324,7 +317,7 @@ def _smallest(run: Trials, search: Search, done: Exploration, deadline: float | 
         pending.append(trial)
     if pending and (found := flush()) is not None:
         return found
-    if timed_out:
+    if tried.tried < tried.schedules:  # the time ran out in the last stream: some of it never started
         spent(f"its {search.seconds:g} s were spent")
         return None
     done.searched = len(run.judged)

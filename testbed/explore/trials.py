@@ -122,11 +122,9 @@ class Trials:
         self._batches += 1
         cells = [Cell.trial(t.target.name, t.schedule, t.target.handler, s.delivery) for t in trials]
         out: dict[int, TrialResult] = {}  # by the trial's index, as each is judged
-        last: list[TrialResult] = []
 
         def judged(index: int, total: int, row: Row) -> None:
             result = out[index] = TrialResult(trials[index - 1], row, found_in(row), phase)
-            last[:] = [result]
             self._known.setdefault(result.trial, result)  # as first seen: a confirmation reruns it
             self.judged.append(result)
             self._heard(result, phase)
@@ -145,7 +143,7 @@ class Trials:
             env=s.env,
             cell_prefix=f"{self._prefix}{self._batches}c",
             reader=s.reader,
-            until=None if until is None else (lambda row: until(last[0])),
+            until=None if until is None else (lambda index, row: until(out[index])),
         )
         ran = run_cells(self._stack, options, judged, None, self._run_dir)
         self.rows += ran.rows

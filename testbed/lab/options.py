@@ -57,9 +57,10 @@ class RunOptions:
     cell_prefix: str = "c"  # cell ids are <prefix><index>: unique per stack (the pytest plugin runs many)
     # A real destination the users' jobs talk to through the lab, and its evidence reader: the judge.
     reader: Reader | None = None
-    # Once a judged row makes it true, no further cell starts (the cells in flight are judged):
-    # explore stops at the first failure of a bounded space it runs as one stream of cells.
-    until: Callable[[Row], bool] | None = None
+    # Once a judged cell (its index among `cells`, from 1, and its row) makes it true, no further
+    # cell starts (those in flight are judged): explore stops at the first failure of a bounded
+    # space it runs as one stream of cells.
+    until: Callable[[int, Row], bool] | None = None
 
 
 def matrix_cells(

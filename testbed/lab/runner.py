@@ -199,7 +199,7 @@ class CellRunner:
                 del self._running[done.id]
                 self.rows[done.index] = row = self._judge(done)
                 self.judged(done.index, len(cells), row)
-                if o.until is not None and o.until(row):
+                if o.until is not None and o.until(done.index, row):
                     waiting.clear()
             self._feed()
             now = time.monotonic()

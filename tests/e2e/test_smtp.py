@@ -65,6 +65,7 @@ def test_a_mailbox_holds_two_copies_at_after_effect_the_keyed_ones_under_one_mes
     ("command", "args", "said"),
     [
         ("chaos", ["-b", "before-request"], "before-request at an smtp:// destination"),
+        ("chaos", ["-b", "after-receipt"], "after-receipt at an smtp:// destination"),
         ("load", ["-b", "after-receipt"], "after-receipt at an smtp:// destination"),
         ("explore", [], "explore at an smtp:// destination: not in this version"),
     ],

@@ -112,3 +112,8 @@ def test_an_smtp_destination_refuses_the_job_clients_boundaries_only() -> None:
     assert mail_refused([None, Boundary.BEFORE_EFFECT, Boundary.AFTER_EFFECT, Boundary.JOB_START]) is None
     refused = mail_refused([Boundary.AFTER_RECEIPT, Boundary.BEFORE_REQUEST])
     assert refused is not None and refused.startswith("before-request and after-receipt at an smtp:// destination")
+
+
+def test_the_mail_refusal_reads_a_generator_of_boundaries_once() -> None:
+    refused = mail_refused(b for b in [Boundary.JOB_START, Boundary.AFTER_RECEIPT])
+    assert refused is not None and refused.startswith("after-receipt at an smtp:// destination")
