@@ -302,19 +302,31 @@ class Lab:
         destination_effects: Sequence[str] = (),
         evidence_timeout: float | None = None,
         destination_command: str | None = None,
+        search: str = "smallest",
+        depth: int = 2,
+        sample: int = 12,
     ) -> Exploration:
-        """Random crash schedules for each handler (and strategy), as `testbed explore` runs them:
-        up to `budget` trials (or `seconds`) of up to `ops` ops, every attempt but the last
-        possibly struck, under `scenarios` (default: none and duplicate-enqueue). On Celery
-        (`engine="celery"`), under one `delivery` setting, or the handler a task of `celery_app`;
-        against a real `destination`, judged by `evidence`, as `lab.run`.
+        """Crash schedules for each handler (and strategy), as `testbed explore` runs them: every
+        schedule of up to `depth` faults, smallest first (a built-in's: a `sample` of them, the
+        model predicting the rest), then random ones past them, up to `budget` trials (or
+        `seconds`) in all; with `search="random"`, random ones only, the first failure shrunk.
+        Trials of up to `ops` ops, every attempt but the last possibly struck, under `scenarios`
+        (default: none and duplicate-enqueue). On Celery (`engine="celery"`), under one
+        `delivery` setting, or the handler a task of `celery_app`; against a real
+        `destination`, judged by `evidence`, as `lab.run`.
         Fails with the smallest schedule found that breaks the promise, in words and as the
         file `testbed chaos --schedule` replays; else returns what it tried."""
         __tracebackhide__ = True
         from testbed.engines.base import PLUGIN, EngineChoice
-        from testbed.explore.search import RANDOM, explore
+        from testbed.errors import UsageError
+        from testbed.explore.search import RANDOM, SMALLEST, explore
         from testbed.explore.trials import Trials
         from testbed.usecases.searches import SearchRequest, failure_lines
+
+        if search not in (SMALLEST, RANDOM):
+            raise UsageError(f"lab.explore(search={search!r}): choose {SMALLEST!r} or {RANDOM!r}")
+        if not 1 <= depth <= 4:
+            raise UsageError(f"lab.explore(depth={depth!r}): 1 to 4 faults")
 
         request = SearchRequest(
             list(strategies),
@@ -347,7 +359,11 @@ class Lab:
             confirm=confirm,
             client_timeout=client_timeout,
             cell_timeout=cell_timeout,
-            search=RANDOM,  # as before: a test's budget of random trials (the bounded search is the command's)
+            search=search,
+            depth=depth,
+            sample=sample,
+            # As `testbed explore --budget`: random schedules past the bounded space, until the budget is spent.
+            past_bound=budget is not None or seconds is not None,
         )
         prepared = request.prepare(self.stack.options)
         self._runs += 1

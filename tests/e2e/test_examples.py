@@ -233,3 +233,10 @@ def test_explore_finds_what_the_matrix_misses_and_shrinks_it(lab: Lab, db: dict[
 def test_explore_passes_a_job_that_keeps_its_promise(lab: Lab, db: dict[str, str]) -> None:
     done = lab.explore("examples.keyed:send", budget=12, seed=2, env=db, paths=[ROOT], scenarios=["none"])
     assert done.counterexample is None and len(done.trials.judged) == 12
+    # Smallest first, as the command's default: the base schedule, then one fault at a time.
+    assert [len(t.trial.schedule.strikes) for t in done.trials.judged] == sorted(
+        len(t.trial.schedule.strikes) for t in done.trials.judged
+    )
+    assert {t.phase for t in done.trials.judged} == {"enumerate"}
+    with pytest.raises(UsageError, match="choose 'smallest' or 'random'"):
+        lab.explore("examples.keyed:send", search="sideways")
