@@ -36,16 +36,6 @@ def die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
-# The run's pid, in the environment of a zygote it starts (`labcore.zygote`): the zygote dies with it.
-PARENT_ENV = "TESTBED_PARENT_PID"
-
-
-def die_with_the_run() -> None:
-    """`die_with_parent` of the run that gave its pid in the environment (PARENT_ENV), if it did."""
-    parent = os.environ.get(PARENT_ENV)
-    die_with_parent(int(parent) if parent else None)
-
-
 def adopt_orphans() -> None:
     """Linux only: a process below this one whose parent dies becomes this process's child
     (not init's), wherever it went: it stays found below this process."""

@@ -23,9 +23,7 @@ from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, is_loopback
 PROG = "python -m provider"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`argv`: the options; None: the command line's (a run's provider, forked by its
-    zygote, `provider.zygote`, is given its own)."""
+def main() -> None:
     with uncollected():  # the server's imports (serve() builds its app the same way)
         from provider.server import serve
 
@@ -43,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int)
     parser.add_argument("--uds", type=Path, help="also serve on this unix socket (the run's own work-horses)")
     parser.add_argument("--quiet", action="store_true", help="no access log (a run's own provider)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args()
     bus_url, token = os.environ.get(BUS_URL_ENV) or None, os.environ.get(TOKEN_ENV, "").strip() or None
     if token is None and not is_loopback(args.host):
         parser.exit(2, f"{PROG}: error: refusing to serve on {args.host} without a token: set ${TOKEN_ENV}\n")

@@ -125,7 +125,6 @@ def servers(work: Path) -> Iterator[dict[str, tuple[int, str]]]:
         yield {"provider": (process.pid, process.job_url), "bare server": (server.pid, unix_url(path))}
     finally:
         stop_all([*process.release(), server])
-        process.close()
         redis.stop()
 
 

@@ -9,10 +9,7 @@ each, and so on up to `depth` faults; kills first: the schedules of kills only
 (`size_of`). Within a size, earlier attempts first, then the order of
 `space.strikes` (simplest first). Every part of a schedule (some of its
 strikes) comes before it, so the first schedule that fails has no part that
-fails: a smallest one, nothing to shrink. The stream of trials takes each size
-with the schedules that run alone last (`order_of`): they run one after
-another, where each, met among the others, would have the stream wait for
-every trial in flight to end first.
+fails: a smallest one, nothing to shrink.
 
 Every op of a schedule is faulted (a clean op beside them adds nothing the base
 does not show), ops are a set (the same strikes on op 1 and 2, or 2 and 1, are
@@ -28,7 +25,7 @@ from dataclasses import dataclass
 from itertools import combinations, product
 
 from labcore.boundaries import Boundary
-from labcore.faults import RULES, Fault
+from labcore.faults import Fault
 from labcore.plan import Armed
 from labcore.redelivery import Redelivery
 from labcore.schedule import Schedule
@@ -107,12 +104,6 @@ def _runnable(schedule: Schedule, max_held: int | None) -> Schedule | None:
     except ValueError:
         return None
     return made if problem(made) is None else None
-
-
-def order_of(schedule: Schedule) -> tuple[int, int, int, bool]:
-    """The order the stream runs the space in: by size, and within a size those that run alone
-    (a provider crash, a cut host: their fault reaches past their own cell) after the rest."""
-    return *size_of(schedule), any(RULES[f].alone for f in schedule.faults)
 
 
 def size_of(schedule: Schedule) -> tuple[int, int, int]:

@@ -50,7 +50,7 @@ from labcore.delivery import policy_of
 from labcore.faults import Fault
 from testbed.errors import RunFailure
 from testbed.explore.accounts import trial_lines
-from testbed.explore.bounded import Tried, order_of, schedules, size_of
+from testbed.explore.bounded import Tried, schedules, size_of
 from testbed.explore.coverage import Coverage
 from testbed.explore.predicted import predicted
 from testbed.explore.pruning import Equivalents, traces
@@ -227,7 +227,7 @@ def _outcome(
 
 def bounded_space(run: Trials, search: Search) -> list[Trial]:
     """Every trial of the bounded space, smallest first (targets, then scenarios, in the order
-    named within a size; those that run alone last: `order_of`)."""
+    named within a size)."""
     retries = run.settings.retries
     policy = policy_of(run.settings.delivery, retries)
     held = run.workers - 1  # a worker left to run the held ops' duplicates
@@ -237,7 +237,7 @@ def bounded_space(run: Trials, search: Search) -> list[Trial]:
         for scenario in search.scenarios
         for schedule in schedules(scenario, retries, search.faults, search.depth, search.max_ops, held, policy)
     ]
-    return sorted(space, key=lambda t: order_of(t.schedule))
+    return sorted(space, key=lambda t: size_of(t.schedule))
 
 
 def checking(space: Sequence[Trial], search: Search, promise: str, delivery: str | None) -> set[Trial]:

@@ -1,7 +1,6 @@
-"""The run's side of a zygote (`labcore.zygote`): the process that forks a part's processes (the
-workers, the provider), and each of them as a process handle.
+"""The run's side of `workers.zygote`: the process that forks the workers, and each worker as a process handle.
 
-A forked process is the zygote's child, not this process's: its exit comes as
+A forked worker is the zygote's child, not this process's: its exit comes as
 the zygote's report. `ForkedProcess` answers what the run asks of a
 `subprocess.Popen` (poll, wait, send_signal, kill, pid, returncode), so the
 supervisor, the controller and `labcore.procs.stop_all` treat it as any other
@@ -18,26 +17,24 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
 from pathlib import Path
 
 from labcore.procs import spawn
-from labcore.zygote import Fork, Forked, decode_reply, encode
+from workers.zygote import Fork, Forked, decode_reply, encode
 
-_ZYGOTE_GONE = -signal.SIGKILL  # its children die with it (PR_SET_PDEATHSIG)
+_ZYGOTE_GONE = -signal.SIGKILL  # its workers die with it (PR_SET_PDEATHSIG)
 
 
 class Zygote:
-    def __init__(self, module: str, log: Path, env: dict[str, str], pass_fds: Sequence[int] = ()) -> None:
-        """`python -m module`, the part's zygote; `pass_fds`: what its children inherit (listening sockets)."""
-        self.proc = spawn([sys.executable, "-m", module], log, env=env, piped=True, pass_fds=pass_fds)
+    def __init__(self, log: Path, env: dict[str, str]) -> None:
+        self.proc = spawn([sys.executable, "-m", "workers.zygote"], log, env=env, piped=True)
         self.log = log
         self._waiting: deque[ForkedProcess] = deque()  # asked for, pid not yet known
         self._running: dict[int, ForkedProcess] = {}
         self._buffer = b""
 
     def fork(self, name: str, argv: list[str], log: Path) -> ForkedProcess:
-        """Asks for a process and returns at once: its pid is known once the zygote answers
+        """Asks for a worker and returns at once: its pid is known once the zygote answers
         (after its imports, for the first ones)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(encode(Fork(name, argv, str(log))))
@@ -53,7 +50,7 @@ class Zygote:
         if not ready:
             return
         data = os.read(self.proc.stdout.fileno(), 65536)
-        if not data:  # the zygote is gone, and its children with it
+        if not data:  # the zygote is gone, and its workers with it
             self._end_all()
             self.proc.wait()
             return
@@ -69,7 +66,7 @@ class Zygote:
                 exited.returncode = reply.code
 
     def settle(self, timeout: float = 5.0) -> None:
-        """Until every process asked for is forked: a run stopped during its start hands
+        """Until every worker asked for is forked: a run stopped during its start hands
         over only processes with a pid. One still not forked by then goes with the zygote."""
         deadline = time.monotonic() + timeout
         while self._waiting and self.proc.poll() is None and time.monotonic() < deadline:
@@ -79,7 +76,7 @@ class Zygote:
         self._waiting.clear()
 
     def close(self, grace: float = 5.0) -> None:
-        """Its stdin closed, it exits (a child still running dies with it)."""
+        """Its stdin closed, it exits (a worker still running dies with it)."""
         assert self.proc.stdin is not None
         with contextlib.suppress(BrokenPipeError):
             self.proc.stdin.close()
@@ -100,7 +97,7 @@ class Zygote:
 
 
 class ForkedProcess:
-    """A process the zygote forked, as the run handles a process it started. Its pid and
+    """A worker the zygote forked, as the run handles a process it started. Its pid and
     its exit code are set by the zygote's handle as the zygote reports them."""
 
     def __init__(self, zygote: Zygote) -> None:
@@ -113,10 +110,10 @@ class ForkedProcess:
         deadline = time.monotonic() + 30
         while self.known_pid is None and self.returncode is None:
             if time.monotonic() > deadline:
-                raise TimeoutError("the zygote did not fork a process within 30 s")
+                raise TimeoutError("the zygote did not fork a worker within 30 s")
             self._zygote.pump(0.05)
         if self.known_pid is None:
-            raise ProcessLookupError("the zygote died before it forked this process")
+            raise ProcessLookupError("the zygote died before it forked this worker")
         return self.known_pid
 
     def poll(self) -> int | None:
@@ -129,7 +126,7 @@ class ForkedProcess:
         while self.returncode is None:
             left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
             if left <= 0:
-                raise subprocess.TimeoutExpired(f"pid {self.known_pid}", timeout or 0)
+                raise subprocess.TimeoutExpired(f"worker {self.known_pid}", timeout or 0)
             self._zygote.pump(left)
         return self.returncode
 

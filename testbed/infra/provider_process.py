@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +21,10 @@ from labcore.bounds import PAUSE_BOUND
 from labcore.credentials import BUS_URL_ENV, TOKEN_ENV, bearer, new_secret
 from labcore.destination import Destination
 from labcore.endpoints import unix_path, unix_socket, unix_url
-from labcore.prctl import PARENT_ENV
-from labcore.procs import stop_all
+from labcore.procs import spawn
 from labcore.scoped import ledger_secret
 from provider.contract import Contract
 from testbed.errors import RunFailure, SetupError, UsageError
-from testbed.infra.forks import ForkedProcess, Zygote
 from testbed.infra.liveness import check_alive
 from testbed.infra.redis_server import socket_fits
 
@@ -58,10 +58,7 @@ class ProviderProcess:
     """The run's provider. The lab binds its listening sockets and hands them to each
     incarnation: while a crashed provider restarts, a connection waits in the socket's
     backlog for the next one rather than being refused, so the crash reaches only the
-    requests the provider held, the ones the fault was planned for. Each incarnation is
-    forked by the provider's zygote (`provider.zygote`), which holds the sockets too: a
-    restart, which the run waits for, costs a fork and the store's and server's opening,
-    not an interpreter's start."""
+    requests the provider held, the ones the fault was planned for."""
 
     def __init__(self, workdir: Path, redis_url: str, prefix: str, port: int = 0, mail: bool = False) -> None:
         """`mail`: it relays SMTP too, on a loopback port of its own (`mail_relay`, host:port)."""
@@ -79,7 +76,7 @@ class ProviderProcess:
         if socket_fits(uds):
             self._sockets.append(_listening(unix_socket(uds)))
             self.job_url = unix_url(uds)
-        self._argv = ["--db", str(self.db)]
+        self._argv = [sys.executable, "-m", "provider", "--db", str(self.db)]
         for sock in self._sockets:
             self._argv += ["--fd", str(sock.fileno())]
         self.mail_relay: str | None = None
@@ -88,17 +85,12 @@ class ProviderProcess:
             self._sockets.append(relay)
             self.mail_relay = f"127.0.0.1:{relay.getsockname()[1]}"
             self._argv += ["--mail-fd", str(relay.fileno())]
-        # Each incarnation dies with the zygote, and the zygote with the run.
-        self._argv += ["--bus-prefix", prefix, "--quiet"]
-        self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token, PARENT_ENV: str(os.getpid())}
-        self._zygote: Zygote | None = None
-        self._proc: ForkedProcess | None = None
+        self._argv += ["--bus-prefix", prefix, "--parent-pid", str(os.getpid()), "--quiet"]
+        self._env = {**os.environ, BUS_URL_ENV: redis_url, TOKEN_ENV: self.token}
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> None:
-        """Asks for an incarnation, and returns at once (the zygote's first one waits for its imports)."""
-        if self._zygote is None:
-            self._zygote = Zygote("provider.zygote", self.log, self._env, [s.fileno() for s in self._sockets])
-        self._proc = self._zygote.fork("provider", self._argv, self.log)
+        self._proc = spawn(self._argv, self.log, env=self._env, pass_fds=[s.fileno() for s in self._sockets])
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         import httpx
@@ -121,8 +113,6 @@ class ProviderProcess:
         raise SetupError(f"provider did not answer on {self.job_url} within {timeout:.0f} s")
 
     def check(self) -> None:
-        if self._zygote is not None:
-            check_alive("the provider's zygote", self._zygote.proc, self.log)
         check_alive("the provider", self._proc, self.log)
 
     @property
@@ -140,25 +130,13 @@ class ProviderProcess:
         except SetupError as exc:
             raise RunFailure(f"the provider did not come back after its crash: {exc}") from None
 
-    def release(self) -> list[ForkedProcess]:
-        """Hand the process over to be stopped; no restart will need the sockets.
-        `close` once it is: the zygote reports its exit until then."""
+    def release(self) -> list[subprocess.Popen[bytes]]:
+        """Hand the process over to be stopped; no restart will need the sockets."""
         for sock in self._sockets:
             sock.close()
         procs = [] if self._proc is None else [self._proc]
         self._proc = None
         return procs
-
-    def stop(self) -> None:
-        """The provider stopped (its SIGTERM, as a run's end gives it), then its zygote."""
-        stop_all(self.release())
-        self.close()
-
-    def close(self) -> None:
-        """The zygote stopped, once the provider is (one still running dies with it)."""
-        if self._zygote is not None:
-            self._zygote.close()
-            self._zygote = None
 
 
 def _listening(sock: socket.socket) -> socket.socket:

@@ -333,10 +333,9 @@ class Stack(RunStack):
         return stopped(parts)
 
     def stop_services(self) -> None:
-        """Workers and provider (they do not need each other to shut down: together), then the zygotes."""
+        """Workers and provider (they do not need each other to shut down: together), then the zygote."""
         stop_all([*self.supervisor.release(), *self.provider.release()])
         self.supervisor.close()
-        self.provider.close()
 
     def _live_workers(self) -> list[str]:
         return [w.name for w in self.supervisor.workers.values() if not w.killed]

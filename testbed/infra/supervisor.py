@@ -26,7 +26,6 @@ import psutil
 
 from labcore.credentials import RQ_URL_ENV, TOKEN_ENV
 from labcore.keys import RunKeys
-from labcore.prctl import PARENT_ENV
 from labcore.procs import stop_descendants, stop_session
 from testbed.engines.base import Engine, RQTimers
 from testbed.engines.rq import RQ
@@ -91,7 +90,7 @@ class Supervisor:
         self._dir.mkdir(exist_ok=True)
         self._queue = queue
         self._settings = settings
-        self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, PARENT_ENV: str(os.getpid())}
+        self._env = {**os.environ, "RQ_KEY_PREFIX": rq_prefix, "TESTBED_PARENT_PID": str(os.getpid())}
         self._env[RQ_URL_ENV] = redis_url
         if provider_token:
             self._env[TOKEN_ENV] = provider_token
@@ -107,7 +106,7 @@ class Supervisor:
     def boot(self) -> None:
         """Start the zygote: it imports the workers' code (needing no Redis yet) while the run does its own."""
         if self._zygote is None:
-            self._zygote = Zygote("workers.zygote", self._dir / "zygote.log", self._env)
+            self._zygote = Zygote(self._dir / "zygote.log", self._env)
 
     def start(self, count: int) -> None:
         self.boot()

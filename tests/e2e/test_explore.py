@@ -205,7 +205,7 @@ def test_a_lab_failure_during_the_enumeration_exits_3_with_the_trials_judged(wor
         seen |= descendants(proc.pid)
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
         time.sleep(0.05)
-    pid = kill_part(seen | descendants(proc.pid), "-m provider.zygote", forked=True)
+    pid = kill_part(seen | descendants(proc.pid), "-m provider")
     ran = finish(proc, workdir, 60, seen=seen)
     assert ran.code == 3, ran.stderr + ran.stdout
     last = ran.stderr.strip().splitlines()[-1]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -216,10 +215,9 @@ def _watch(proc: subprocess.Popen[bytes], seen: set[tuple[int, float]]) -> tuple
             secrets |= {env[k] for k in (TOKEN_ENV, BUS_URL_ENV) if k in env}
             if RQ_URL_ENV in env:
                 secrets.add(env[RQ_URL_ENV].split("@")[0].rsplit(":", 1)[-1])  # the password alone
-            # The run's dir, as its redis-server's title names it (redis.sock in its redis/).
-            sock = re.search(r"unixsocket:(\S+)", " ".join(p.cmdline()))
-            if sock and (Path(sock.group(1)).parent / "redis.conf").exists():
-                run_dir = Path(sock.group(1)).parent.parent
+            db = next((a for a in p.cmdline() if a.endswith("provider.sqlite3")), None)
+            if db and (Path(db).parent / "redis" / "redis.conf").exists():
+                run_dir = Path(db).parent
                 modes = {"dir": run_dir.stat().st_mode, "redis.conf": (run_dir / "redis" / "redis.conf").stat().st_mode}
         time.sleep(0.05)
     return secrets, cmdlines, modes

@@ -36,18 +36,17 @@ def start_and_wait_for_a_cell(workdir: Path) -> tuple[subprocess.Popen[bytes], s
 
 
 @pytest.mark.parametrize(
-    ("marker", "forked", "named"),
+    ("marker", "named"),
     [
-        ("redis-server", False, "the private redis-server"),
-        ("-m provider.zygote", True, "the provider"),
-        # Their children die with them (PR_SET_PDEATHSIG): the run names the zygote, not one of them.
-        ("-m provider.zygote", False, "the provider's zygote"),
-        ("-m workers.zygote", False, "the workers' zygote"),
+        ("redis-server", "the private redis-server"),
+        ("-m provider", "the provider"),
+        # Its workers die with it (PR_SET_PDEATHSIG): the run names the zygote, not one of them.
+        ("-m workers.zygote", "the workers' zygote"),
     ],
 )
-def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir: Path, marker: str, forked: bool, named: str) -> None:
+def test_a_dead_part_is_named_and_finished_cells_are_kept(workdir: Path, marker: str, named: str) -> None:
     proc, seen = start_and_wait_for_a_cell(workdir)
-    pid = kill_part(seen, marker, forked)
+    pid = kill_part(seen, marker)
     ran = finish(proc, workdir, timeout=60, seen=seen)
     assert ran.code == 3, ran.stderr
     last = ran.stderr.strip().splitlines()[-1]

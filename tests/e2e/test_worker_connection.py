@@ -16,6 +16,7 @@ import pytest
 
 from labcore.credentials import bearer
 from labcore.endpoints import unix_path, unix_url
+from labcore.procs import stop_all
 from provider.contract import Contract
 from provider.store import LogReader
 from testbed.infra.provider_process import ProviderAdmin, ProviderProcess
@@ -43,7 +44,7 @@ def provider(workdir: Path, private_redis_url: str, monkeypatch: pytest.MonkeyPa
         yield process
     finally:
         client.drop()
-        process.stop()
+        stop_all(process.release())
 
 
 def send(base: str, reference: str, expect_inherited: int | None = None) -> Callable[[], None]:

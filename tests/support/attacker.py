@@ -101,12 +101,11 @@ def targets(root: int) -> Targets:
         text = " ".join(args)
         if "-m provider" in text:
             found.provider_port = listening_provider(pid)
+            prefix = re.search(r"--bus-prefix testbed:(\S+)", text)
+            found.run = prefix.group(1) if prefix else found.run
         if "redis-server" in text:
             found.redis_unix |= set(re.findall(r"unixsocket:(\S+)", text))
             found.redis_tcp |= {int(p) for p in re.findall(r"(?:127\.0\.0\.1|\*|0\.0\.0\.0):(\d+)", text)}
-            # The run's id, as its private dir's name shows it (the provider's zygote's command line names none).
-            run = re.search(r"unixsocket:\S*/testbed-(\d{8}-\d{6}-[0-9a-f]+)-", text)
-            found.run = run.group(1) if run else found.run
     if found.run:  # the kernel lists every bound unix socket, whoever owns it
         with open("/proc/net/unix") as f:
             paths = {line.split()[-1] for line in f if found.run in line}

@@ -224,10 +224,9 @@ def left_alive(pids: Path) -> list[int]:
     return running
 
 
-def kill_part(seen: set[tuple[int, float]], marker: str, forked: bool = False) -> int:
+def kill_part(seen: set[tuple[int, float]], marker: str) -> int:
     """The process of the run whose command line has `marker` and whose parent's has not:
-    a process forked without exec (the zygote's workers) keeps its parent's command line.
-    With `forked`, one that process forked (the provider's zygote's provider)."""
+    a process forked without exec (the zygote's workers) keeps its parent's command line."""
     matching = {}
     for pid, _ in seen:
         # Work-horses match the zygote's command line too, and may end at any moment:
@@ -237,7 +236,7 @@ def kill_part(seen: set[tuple[int, float]], marker: str, forked: bool = False) -
             if marker in " ".join(process.cmdline()):
                 matching[pid] = (process, process.ppid())
     for pid, (process, parent) in matching.items():
-        if (parent in matching) is forked and (not forked or matching[parent][1] not in matching):
+        if parent not in matching:
             process.kill()
             return pid
     raise AssertionError(f"no process of the run matches {marker!r}")

@@ -7,7 +7,7 @@ from labcore.faults import Fault
 from labcore.plan import Armed
 from labcore.schedule import Schedule
 from testbed.experiment.schedules import problem
-from testbed.explore.bounded import op_shapes, order_of, schedules, size_of
+from testbed.explore.bounded import op_shapes, schedules, size_of
 from testbed.explore.predicted import predicted
 from testbed.explore.pruning import Equivalents, OpTrace, traces
 from testbed.explore.search import Search, checking
@@ -50,17 +50,6 @@ def test_smallest_first_kills_first_and_every_part_before_its_whole() -> None:
     # The worked example's counterexample, before any schedule with a fault other than a kill.
     lookup_once = Schedule(((Armed(1, B.BEFORE_REQUEST, F.KILL), Armed(2, B.AFTER_EFFECT, F.KILL)),))
     assert at[lookup_once] < first_other
-
-
-def test_within_a_size_the_schedules_that_run_alone_come_last() -> None:
-    """A provider crash runs alone: met among the others, it would have the stream of trials
-    wait for all in flight; last in its size, the crashes of a size run one after another."""
-    ordered = sorted(SPACE, key=order_of)
-    assert [size_of(s) for s in ordered] == sorted(size_of(s) for s in SPACE)  # still smallest first
-    for size in {size_of(s) for s in SPACE}:
-        alone = [F.PROVIDER_CRASH in s.faults for s in ordered if size_of(s) == size]
-        assert alone == sorted(alone), size  # the crashes after the rest
-    assert any(F.PROVIDER_CRASH in s.faults for s in SPACE[:-1])
 
 
 def test_each_scenario_shapes_its_ops() -> None:

@@ -1,8 +1,8 @@
-"""The zygote's wire (labcore/zygote.py): each message as one line, read back as it was written."""
+"""The zygote's wire (workers/zygote.py): each message as one line, read back as it was written."""
 
 import pytest
 
-from labcore.zygote import Exited, Fork, Forked, decode_fork, decode_reply, encode
+from workers.zygote import Exited, Fork, Forked, decode_fork, decode_reply, encode
 
 
 def test_a_fork_request_is_one_line_read_back_whole() -> None:
